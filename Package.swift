@@ -1,0 +1,66 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// Module map (why each exists):
+//   VsyncCore    pure logic: refresh math, the refresh model, rate mapping, the wire protocol. No syscalls.
+//   CDRM         libdrm headers via pkg-config. Imported by VsyncDRM only, never re-exported.
+//   VsyncDRM     cards, connectors, CRTCs, modes and vblank events on /dev/dri/cardN.
+//   VsyncDaemon  vsyncd's server: event loop, clients, broadcast, systemd glue.
+//   DisplayLink  the client library apps link: depends on VsyncCore and Foundation only.
+//   VsyncProbe   vsync-probe's commands.
+let package = Package(
+    name: "vsyncd",
+    platforms: [.macOS(.v13)],
+    products: [
+        .library(name: "DisplayLink", targets: ["DisplayLink"]),
+        .executable(name: "vsyncd", targets: ["vsyncd"]),
+        .executable(name: "vsync-probe", targets: ["vsync-probe"]),
+        .executable(name: "vkms-modeset", targets: ["vkms-modeset"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        .target(name: "VsyncCore"),
+        .systemLibrary(
+            name: "CDRM",
+            pkgConfig: "libdrm",
+            providers: [.apt(["libdrm-dev"])]
+        ),
+        .target(
+            name: "VsyncDRM",
+            dependencies: ["CDRM", "VsyncCore", .product(name: "Logging", package: "swift-log")]
+        ),
+        .target(
+            name: "VsyncDaemon",
+            dependencies: ["VsyncCore", "VsyncDRM", .product(name: "Logging", package: "swift-log")]
+        ),
+        .target(name: "DisplayLink", dependencies: ["VsyncCore"]),
+        .target(
+            name: "VsyncProbe",
+            dependencies: [
+                "VsyncCore", "VsyncDRM", "DisplayLink",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(name: "vsync-probe", dependencies: ["VsyncProbe"]),
+        .executableTarget(
+            name: "vsyncd",
+            dependencies: [
+                "VsyncDaemon",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // Test helper: sets custom modes and turns CRTCs off on vkms inside the VM test bed.
+        .executableTarget(
+            name: "vkms-modeset",
+            dependencies: ["VsyncDRM", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .testTarget(name: "VsyncCoreTests", dependencies: ["VsyncCore"]),
+        .testTarget(name: "DaemonTests", dependencies: ["VsyncCore", "VsyncDaemon", "DisplayLink"]),
+        .testTarget(name: "VMTests", dependencies: ["VsyncCore"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what it needs, builds the vkms kernel for the VM test bed
+# (cached in /var/cache/vsyncd), builds everything, and runs unit, daemon and VM tests.
+#
+#   Scripts/test.sh            # everything
+#   Scripts/test.sh --filter X # only tests matching X (passed to `swift test`)
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(dirname "$here")
+# shellcheck source=Scripts/lib.sh
+. "$here/lib.sh"
+cd "$repo"
+
+ensure_packages pkg-config libdrm-dev libdrm-tests qemu-system-x86 systemd \
+  linux-source-6.1 bc flex bison libelf-dev libssl-dev xz-utils make gcc
+command -v swift >/dev/null || die "swift not found: install Swift 6.1 or newer (https://swift.org/install) and put it on PATH"
+
+log "kernel for the VM test bed"
+kernel=$("$here/build-kernel.sh")
+log "kernel: $kernel"
+
+log "building"
+swift build --build-tests
+
+log "running tests"
+swift test --skip-build "$@"

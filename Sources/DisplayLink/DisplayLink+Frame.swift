@@ -1,0 +1,69 @@
+import VsyncCore
+
+extension DisplayLink {
+    /// What a tick's flags say about where its timestamp came from.
+    public typealias Flags = TickFlags
+
+    /// One frame tick as the link delivers it: the vblank it belongs to and the deadline of the
+    /// next one. Times are CLOCK_MONOTONIC, the clock of ``DisplayLink/currentTime()``.
+    public struct Frame: Sendable, Equatable {
+        /// The vblank this frame belongs to, in ns.
+        public var timestampNanoseconds: UInt64
+        /// The predicted next vblank at this link's rate, in ns: the deadline for the frame being prepared.
+        public var targetTimestampNanoseconds: UInt64
+        /// The display's frame interval at its maximum rate, in ns.
+        public var durationNanoseconds: UInt64
+        /// The 64-bit vblank sequence number of this frame.
+        public var sequence: UInt64
+        /// Frames at this link's rate that were not delivered since the previous delivered one
+        /// (the daemon's and the library's coalescing together).
+        public var skipped: Int
+        /// Hardware timestamp, predicted, synthetic.
+        public var flags: Flags
+        /// When the library read this tick from the socket, in ns (for latency measurements).
+        public var receivedNanoseconds: UInt64
+
+        public init(
+            timestampNanoseconds: UInt64, targetTimestampNanoseconds: UInt64, durationNanoseconds: UInt64,
+            sequence: UInt64, skipped: Int, flags: Flags, receivedNanoseconds: UInt64
+        ) {
+            self.timestampNanoseconds = timestampNanoseconds
+            self.targetTimestampNanoseconds = targetTimestampNanoseconds
+            self.durationNanoseconds = durationNanoseconds
+            self.sequence = sequence
+            self.skipped = skipped
+            self.flags = flags
+            self.receivedNanoseconds = receivedNanoseconds
+        }
+
+        init(_ tick: Tick, extraSkipped: Int, receivedNanoseconds: UInt64) {
+            self.init(
+                timestampNanoseconds: tick.timestampNs, targetTimestampNanoseconds: tick.targetTimestampNs,
+                durationNanoseconds: tick.displayIntervalNs, sequence: tick.sequence,
+                skipped: Int(tick.skipped) + extraSkipped, flags: tick.flags,
+                receivedNanoseconds: receivedNanoseconds)
+        }
+
+        /// ``timestampNanoseconds`` in seconds, like `CADisplayLink.timestamp`.
+        public var timestamp: Double { MonotonicClock.seconds(timestampNanoseconds) }
+        /// ``targetTimestampNanoseconds`` in seconds, like `CADisplayLink.targetTimestamp`.
+        public var targetTimestamp: Double { MonotonicClock.seconds(targetTimestampNanoseconds) }
+        /// ``durationNanoseconds`` in seconds, like `CADisplayLink.duration`.
+        public var duration: Double { MonotonicClock.seconds(durationNanoseconds) }
+        /// `targetTimestamp - timestamp`: the real frame time at this link's rate.
+        public var interval: Double { targetTimestamp - timestamp }
+        /// True when no display is behind the tick (vsyncd's timer source).
+        public var isSynthetic: Bool { flags.contains(.synthetic) }
+    }
+
+    /// A change to the link's display, for ``DisplayLink/displayChangeHandler``.
+    public enum DisplayChange: Sendable, Equatable {
+        /// The mode or refresh rate changed; re-read ``DisplayLink/duration`` and
+        /// ``DisplayLink/maximumFramesPerSecond``.
+        case modeChanged(refreshHz: Double)
+        /// The display turned off: ticks stop until it is back on.
+        case off
+        /// The display turned back on.
+        case on
+    }
+}

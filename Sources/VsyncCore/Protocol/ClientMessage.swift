@@ -1,0 +1,107 @@
+/// A request from client to server.
+public enum ClientMessage: Equatable, Sendable {
+    case hello(Hello)
+    case listDisplays
+    case subscribe(Subscribe)
+    case setRate(SetRate)
+    case pause(subscriptionID: UInt32)
+    case resume(subscriptionID: UInt32)
+    case unsubscribe(subscriptionID: UInt32)
+
+    public var type: MessageType {
+        switch self {
+        case .hello: .hello
+        case .listDisplays: .listDisplays
+        case .subscribe: .subscribe
+        case .setRate: .setRate
+        case .pause: .pause
+        case .resume: .resume
+        case .unsubscribe: .unsubscribe
+        }
+    }
+
+    public func encoded() -> [UInt8] {
+        var w = WireWriter(type: type, capacity: type.knownSize)
+        switch self {
+        case .hello(let m):
+            w.u32(WireProtocol.magic); w.u16(m.minVersion); w.u16(m.maxVersion)
+            w.name(m.clientName, width: WireProtocol.nameSize)
+        case .listDisplays:
+            break
+        case .subscribe(let m):
+            w.u32(m.subscriptionID); w.u32(m.flags.rawValue)
+            w.u8(m.selector.kind); w.zeros(3)
+            switch m.selector {
+            case .primary: w.u32(0); w.zeros(WireProtocol.nameSize)
+            case .crtc(let id), .display(let id): w.u32(id); w.zeros(WireProtocol.nameSize)
+            case .connector(let name): w.u32(0); w.name(name, width: WireProtocol.nameSize)
+            }
+            m.range.write(&w)
+        case .setRate(let m):
+            w.u32(m.subscriptionID); m.range.write(&w)
+        case .pause(let id), .resume(let id), .unsubscribe(let id):
+            w.u32(id)
+        }
+        return w.finish()
+    }
+
+    /// Decodes one datagram. Longer-than-known messages are accepted (fields appended by a
+    /// newer client are ignored); shorter ones, server types and unknown types are errors.
+    public static func decode(_ bytes: UnsafeRawBufferPointer) throws(WireError) -> ClientMessage {
+        let header = try MessageHeader.parse(bytes)
+        guard let type = MessageType(rawValue: header.type), type.isClientRequest else {
+            throw .unknownType(header.type)
+        }
+        try MessageHeader.requireKnownSize(type, bytes)
+        let r = WireReader(bytes, type: header.type)
+        switch type {
+        case .hello:
+            let magic = try r.u32(8)
+            guard magic == WireProtocol.magic else {
+                throw .invalidField("HELLO magic 0x\(String(magic, radix: 16)) is not 0x\(String(WireProtocol.magic, radix: 16))")
+            }
+            return .hello(Hello(
+                minVersion: try r.u16(12), maxVersion: try r.u16(14),
+                clientName: try r.name(16, width: WireProtocol.nameSize, field: "client name")))
+        case .listDisplays:
+            return .listDisplays
+        case .subscribe:
+            let id = try r.u32(8)
+            let flags = SubscribeFlags(rawValue: try r.u32(12))
+            let kind = try r.u8(16)
+            let selectorID = try r.u32(20)
+            let selector: DisplaySelector
+            switch kind {
+            case 0: selector = .primary
+            case 1: selector = .crtc(selectorID)
+            case 2: selector = .connector(try r.name(24, width: WireProtocol.nameSize, field: "connector name"))
+            case 3: selector = .display(selectorID)
+            default: throw .invalidField("display selector kind \(kind)")
+            }
+            return .subscribe(Subscribe(
+                subscriptionID: id, selector: selector, range: try FrameRateRange.read(r, at: 56), flags: flags))
+        case .setRate:
+            return .setRate(SetRate(subscriptionID: try r.u32(8), range: try FrameRateRange.read(r, at: 12)))
+        case .pause:
+            return .pause(subscriptionID: try r.u32(8))
+        case .resume:
+            return .resume(subscriptionID: try r.u32(8))
+        case .unsubscribe:
+            return .unsubscribe(subscriptionID: try r.u32(8))
+        case .welcome, .refused, .displayList, .subscribed, .tick, .displayEvent, .error:
+            throw .unknownType(header.type)
+        }
+    }
+
+    public static func decode(_ bytes: [UInt8]) throws(WireError) -> ClientMessage {
+        try withUnsafeBytesTyped(bytes) { (b) throws(WireError) in try decode(b) }
+    }
+}
+
+/// `Array.withUnsafeBytes` with a typed throw.
+func withUnsafeBytesTyped<T>(_ a: [UInt8], _ body: (UnsafeRawBufferPointer) throws(WireError) -> T) throws(WireError) -> T {
+    let result: Result<T, WireError> = a.withUnsafeBytes { b in
+        do throws(WireError) { return .success(try body(b)) } catch { return .failure(error) }
+    }
+    return try result.get()
+}

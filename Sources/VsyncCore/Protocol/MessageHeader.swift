@@ -1,0 +1,71 @@
+/// The 8-byte header every message starts with: u16 type, u16 size, u32 reserved.
+struct MessageHeader {
+    let type: UInt16
+    let size: Int
+
+    /// Checks the datagram's framing: long enough for a header, not oversized, and the size
+    /// field equal to the datagram's length (a size field that lies is malformed).
+    static func parse(_ bytes: UnsafeRawBufferPointer) throws(WireError) -> MessageHeader {
+        guard bytes.count <= WireProtocol.maxMessageSize else { throw .oversized(bytes.count) }
+        guard bytes.count >= WireProtocol.headerSize else {
+            let type: UInt16 = bytes.count >= 2 ? UInt16(bytes[0]) | UInt16(bytes[1]) << 8 : 0
+            throw .truncated(type: type, size: bytes.count, minimum: WireProtocol.headerSize)
+        }
+        let r = WireReader(bytes, type: 0)
+        let type = try r.u16(0)
+        let size = Int(try r.u16(2))
+        guard size == bytes.count else { throw .sizeMismatch(header: size, actual: bytes.count) }
+        return MessageHeader(type: type, size: size)
+    }
+
+    /// Rejects a message shorter than the size this version knows for its type.
+    static func requireKnownSize(_ type: MessageType, _ bytes: UnsafeRawBufferPointer) throws(WireError) {
+        guard bytes.count >= type.knownSize else {
+            throw .truncated(type: type.rawValue, size: bytes.count, minimum: type.knownSize)
+        }
+    }
+}
+
+extension FrameRateRange {
+    /// Three f32s: minimum, maximum, preferred. A range FrameRateRange refuses (NaN, negative,
+    /// minimum above maximum, …) is a malformed field, so rate mapping never sees it.
+    static func read(_ r: WireReader, at offset: Int) throws(WireError) -> FrameRateRange {
+        let minimum = try r.f32(offset), maximum = try r.f32(offset + 4), preferred = try r.f32(offset + 8)
+        do {
+            return try FrameRateRange(minimum: minimum, maximum: maximum, preferred: preferred)
+        } catch {
+            throw .invalidField(error.description)
+        }
+    }
+
+    func write(_ w: inout WireWriter) {
+        w.f32(minimum); w.f32(maximum); w.f32(preferred)
+    }
+}
+
+extension DisplayInfo {
+    static func read(_ r: WireReader, at o: Int) throws(WireError) -> DisplayInfo {
+        let stateRaw = try r.u8(o + 12)
+        guard let state = DisplayState(rawValue: stateRaw) else {
+            throw .invalidField("display state \(stateRaw)")
+        }
+        return DisplayInfo(
+            displayID: try r.u32(o), crtcID: try r.u32(o + 4), connectorID: try r.u32(o + 8),
+            state: state, flags: DisplayFlags(rawValue: try r.u32(o + 16)),
+            refreshMillihertz: try r.u64(o + 24), periodNs: try r.u64(o + 32),
+            width: try r.u16(o + 40), height: try r.u16(o + 42),
+            connectorName: try r.name(o + 48, width: WireProtocol.nameSize, field: "connector name"),
+            deviceName: try r.name(o + 80, width: WireProtocol.deviceNameSize, field: "device name")
+        )
+    }
+
+    func write(_ w: inout WireWriter) {
+        w.u32(displayID); w.u32(crtcID); w.u32(connectorID)
+        w.u8(state.rawValue); w.zeros(3)
+        w.u32(flags.rawValue); w.zeros(4)
+        w.u64(refreshMillihertz); w.u64(periodNs)
+        w.u16(width); w.u16(height); w.zeros(4)
+        w.name(connectorName, width: WireProtocol.nameSize)
+        w.name(deviceName, width: WireProtocol.deviceNameSize)
+    }
+}

@@ -1,0 +1,76 @@
+/// Constants of the vsyncd wire protocol. The full specification is docs/PROTOCOL.md.
+///
+/// Transport: AF_UNIX SOCK_SEQPACKET, one message per datagram, little-endian fixed-width fields.
+public enum WireProtocol {
+    /// "VSYN" read as a little-endian u32: the first body field of HELLO, so a stray
+    /// connection from something that is not a vsyncd client is refused at once.
+    public static let magic: UInt32 = 0x4E59_5356
+    public static let currentVersion: UInt16 = 1
+    public static let minimumVersion: UInt16 = 1
+    public static let maxMessageSize = 4096
+    public static let headerSize = 8
+    /// Fixed-width string fields (connector names, client names).
+    public static let nameSize = 32
+    /// The card name field of a display record ("card0").
+    public static let deviceNameSize = 16
+    /// Error and refusal text: the rest of the message, at most this many bytes of UTF-8.
+    public static let maxTextSize = 256
+}
+
+/// Message types. Client → server types are below 0x100, server → client types at or above it.
+public enum MessageType: UInt16, Sendable, CaseIterable {
+    case hello = 0x01, listDisplays = 0x02, subscribe = 0x03, setRate = 0x04
+    case pause = 0x05, resume = 0x06, unsubscribe = 0x07
+    case welcome = 0x101, refused = 0x102, displayList = 0x103, subscribed = 0x104
+    case tick = 0x105, displayEvent = 0x106, error = 0x107
+
+    /// Size of the message as this version knows it: the minimum a reader accepts.
+    /// Messages may be longer (fields appended by later versions); for REFUSED, ERROR and
+    /// DISPLAY_LIST this is the fixed part before the text or the records.
+    public var knownSize: Int {
+        switch self {
+        case .hello: 48
+        case .listDisplays: 8
+        case .subscribe: 68
+        case .setRate: 24
+        case .pause, .resume, .unsubscribe: 12
+        case .welcome: 20
+        case .refused: 12
+        case .displayList: 16
+        case .subscribed: 136
+        case .tick: Tick.wireSize
+        case .displayEvent: 112
+        case .error: 16
+        }
+    }
+
+    public var isClientRequest: Bool { rawValue < 0x100 }
+}
+
+/// Why a datagram could not be decoded. Each case describes itself in one line.
+public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// Shorter than the size this version knows for the type (or than the header).
+    case truncated(type: UInt16, size: Int, minimum: Int)
+    /// Longer than `WireProtocol.maxMessageSize`.
+    case oversized(Int)
+    case unknownType(UInt16)
+    /// The header's size field disagrees with the datagram's length.
+    case sizeMismatch(header: Int, actual: Int)
+    /// A field holds a value this version does not allow (bad magic, bad UTF-8, NaN rate, …).
+    case invalidField(String)
+
+    public var description: String {
+        switch self {
+        case let .truncated(type, size, minimum):
+            "message type 0x\(String(type, radix: 16)) is \(size) bytes, shorter than its minimum of \(minimum)"
+        case let .oversized(size):
+            "message of \(size) bytes exceeds the maximum of \(WireProtocol.maxMessageSize)"
+        case let .unknownType(type):
+            "unknown message type 0x\(String(type, radix: 16))"
+        case let .sizeMismatch(header, actual):
+            "header says \(header) bytes but the datagram has \(actual)"
+        case let .invalidField(what):
+            "invalid field: \(what)"
+        }
+    }
+}

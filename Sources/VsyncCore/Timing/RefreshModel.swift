@@ -1,0 +1,246 @@
+/// The vblank timing model of one CRTC, after Android's VSyncPredictor.
+///
+/// Fed every (sequence, kernel timestamp) pair, it fits `timestamp = phase + period · sequence`
+/// by least squares over a sliding window of accepted samples, and predicts the next vblanks.
+///
+/// - Until `minimumSamplesForFit` samples are in, the period is the prior (the mode's nominal
+///   period, or the period carried over a phase restart) anchored on the newest sample.
+/// - A sample whose residual against the current prediction exceeds `outlierFraction` of the
+///   period is rejected (`.outlier`) and kept out of the fit.
+/// - `restartRun` consecutive rejected samples that fit a line among themselves mean the
+///   display changed under us (a mode change nobody reported): the model restarts from them.
+/// - A rejected sample after a long gap (over `longGapNs` in time or in sequence) means the
+///   clock or the counter jumped (suspend/resume): the phase restarts at once, keeping the
+///   period. A long gap that agrees with the period is simply accepted.
+///
+/// Cost per sample: one O(window) refit with no allocation (the window is a ring buffer
+/// allocated once). Timestamps are taken relative to the newest sample before they become
+/// Doubles, so nanosecond precision holds for any CLOCK_MONOTONIC value.
+public struct RefreshModel: Sendable {
+    public enum Verdict: Sendable, Hashable {
+        /// Added to the fit.
+        case accepted
+        /// Rejected: too far from the prediction. Counted in `outlierCount`.
+        case outlier
+        /// The model started over from this sample (and possibly the rejected ones before it).
+        case restarted
+        /// Same sequence as the newest accepted sample: ignored.
+        case duplicate
+        /// Older than the newest accepted sample (an event for an earlier request): ignored.
+        case stale
+    }
+
+    /// Samples needed before the least-squares fit replaces the prior period (Android: 6).
+    public static let minimumSamplesForFit = 6
+    /// Residual, as a fraction of the period, beyond which a sample is an outlier (Android: 20 %).
+    public static let outlierFraction = 0.2
+    /// Consecutive agreeing outliers that make the model restart.
+    public static let restartRun = 6
+    /// A gap longer than this (in time, or in sequence × period) lets a rejected sample
+    /// restart the phase at once.
+    public static let longGapNs = 1e9
+
+    /// The window's capacity in samples.
+    public let window: Int
+    /// The period the caller gave (`init` or `reset`).
+    public private(set) var nominalPeriodNs: Double
+    /// The current period estimate, ns.
+    public private(set) var periodNs: Double
+    /// Vblanks never seen: the sum of sequence gaps between consecutive samples (stale and
+    /// duplicate ones excluded). Kept across `reset`; the first sample after a reset opens
+    /// no gap. A caller that stopped asking on purpose will see that pause counted here.
+    public private(set) var missedVblanks: UInt64 = 0
+    /// Samples rejected as outliers, in total.
+    public private(set) var outlierCount: UInt64 = 0
+    /// Times the model restarted by itself (display change or clock jump), in total.
+    public private(set) var restartCount: UInt64 = 0
+
+    private var priorPeriodNs: Double
+    // Ring buffer of accepted samples; `head` is the next slot to write.
+    private var sequences: [UInt64]
+    private var timestamps: [UInt64]
+    private var head = 0
+    private var count = 0
+    // Fitted line: timestamp(seq) = refTs + offsetNs + periodNs · (seq − refSeq); ref = newest.
+    private var refSeq: UInt64 = 0
+    private var refTs: UInt64 = 0
+    private var offsetNs = 0.0
+    private var lastSeen: UInt64?
+    // Consecutive rejected samples, oldest first.
+    private var runSequences: [UInt64]
+    private var runTimestamps: [UInt64]
+    private var runCount = 0
+
+    public init(nominalPeriodNs: Double, window: Int = 120) {
+        precondition(nominalPeriodNs > 0 && nominalPeriodNs.isFinite, "RefreshModel needs a positive period")
+        self.window = Swift.max(window, Self.minimumSamplesForFit)
+        self.nominalPeriodNs = nominalPeriodNs
+        self.priorPeriodNs = nominalPeriodNs
+        self.periodNs = nominalPeriodNs
+        sequences = Array(repeating: 0, count: self.window)
+        timestamps = Array(repeating: 0, count: self.window)
+        runSequences = Array(repeating: 0, count: Self.restartRun)
+        runTimestamps = Array(repeating: 0, count: Self.restartRun)
+    }
+
+    /// Accepted samples in the window.
+    public var sampleCount: Int { count }
+    /// True once the period comes from the fit rather than the prior.
+    public var isFitted: Bool { count >= Self.minimumSamplesForFit }
+    /// The current refresh estimate, Hz.
+    public var refreshHz: Double { 1e9 / periodNs }
+
+    /// The newest accepted sample.
+    public var newest: (sequence: UInt64, timestampNs: UInt64)? {
+        count == 0 ? nil : (refSeq, refTs)
+    }
+
+    /// The vblank after the newest accepted sample and its predicted time: a display link's
+    /// `targetTimestamp`. Nil before the first sample.
+    public var next: (sequence: UInt64, timestampNs: UInt64)? {
+        guard count > 0 else { return nil }
+        return (refSeq &+ 1, predictedTimestamp(forSequence: refSeq &+ 1))
+    }
+
+    /// The fitted time of a vblank (past or future). 0 before the first sample.
+    public func predictedTimestamp(forSequence sequence: UInt64) -> UInt64 {
+        guard count > 0 else { return 0 }
+        return offsetTimestamp(refTs, by: predictedOffset(sequence))
+    }
+
+    /// Root mean square residual of the window's samples against the fit, ns (0 with < 2).
+    public var jitterNs: Double {
+        guard count >= 2 else { return 0 }
+        var sum = 0.0
+        for i in 0..<count {
+            let r = residual(sequences[i], timestamps[i])
+            sum += r * r
+        }
+        return (sum / Double(count)).squareRoot()
+    }
+
+    /// Starts over for a mode change: forgets the samples and the fit, keeps the counters.
+    public mutating func reset(nominalPeriodNs: Double) {
+        precondition(nominalPeriodNs > 0 && nominalPeriodNs.isFinite, "RefreshModel needs a positive period")
+        self.nominalPeriodNs = nominalPeriodNs
+        clear(priorPeriodNs: nominalPeriodNs)
+        lastSeen = nil
+    }
+
+    /// Feeds one vblank.
+    @discardableResult
+    public mutating func add(sequence: UInt64, timestampNs: UInt64) -> Verdict {
+        if count > 0 {
+            if sequence == refSeq { return .duplicate }
+            if sequence < refSeq { return .stale }
+        }
+        if let lastSeen {
+            if sequence > lastSeen {
+                missedVblanks += sequence - lastSeen - 1
+                self.lastSeen = sequence
+            }
+        } else {
+            lastSeen = sequence
+        }
+        guard count > 0 else {
+            push(sequence, timestampNs)
+            return .accepted
+        }
+        if abs(residual(sequence, timestampNs)) <= Self.outlierFraction * periodNs {
+            runCount = 0
+            push(sequence, timestampNs)
+            return .accepted
+        }
+        let gapNs = signedDelta(timestampNs, refTs)
+        let gapFrames = signedDelta(sequence, refSeq)
+        if gapNs > Self.longGapNs || gapFrames * periodNs > Self.longGapNs {
+            // Clock or counter jumped (suspend/resume): new phase, same period.
+            clear(priorPeriodNs: periodNs)
+            push(sequence, timestampNs)
+            restartCount += 1
+            return .restarted
+        }
+        outlierCount += 1
+        return addToRun(sequence, timestampNs)
+    }
+
+    // MARK: - Internals
+
+    private func predictedOffset(_ sequence: UInt64) -> Double {
+        offsetNs + periodNs * signedDelta(sequence, refSeq)
+    }
+
+    private func residual(_ sequence: UInt64, _ timestamp: UInt64) -> Double {
+        signedDelta(timestamp, refTs) - predictedOffset(sequence)
+    }
+
+    private mutating func clear(priorPeriodNs: Double) {
+        self.priorPeriodNs = priorPeriodNs
+        periodNs = priorPeriodNs
+        head = 0
+        count = 0
+        runCount = 0
+        offsetNs = 0
+    }
+
+    private mutating func push(_ sequence: UInt64, _ timestamp: UInt64) {
+        sequences[head] = sequence
+        timestamps[head] = timestamp
+        head = (head + 1) % window
+        count = Swift.min(count + 1, window)
+        refit(newestSequence: sequence, newestTimestamp: timestamp)
+    }
+
+    private mutating func refit(newestSequence: UInt64, newestTimestamp: UInt64) {
+        refSeq = newestSequence
+        refTs = newestTimestamp
+        offsetNs = 0
+        periodNs = priorPeriodNs
+        guard count >= Self.minimumSamplesForFit else { return }
+        var acc = LineAccumulator()
+        for i in 0..<count {
+            acc.add(x: signedDelta(sequences[i], refSeq), y: signedDelta(timestamps[i], refTs))
+        }
+        if let line = acc.line, line.slope > 0, line.slope.isFinite {
+            periodNs = line.slope
+            offsetNs = line.interceptAtZero
+        }
+    }
+
+    /// Adds a rejected sample to the run of consecutive rejects; restarts from the run when
+    /// it is long enough and its samples agree on a line of their own.
+    private mutating func addToRun(_ sequence: UInt64, _ timestamp: UInt64) -> Verdict {
+        if runCount > 0, sequence <= runSequences[runCount - 1] { runCount = 0 }
+        runSequences[runCount] = sequence
+        runTimestamps[runCount] = timestamp
+        runCount += 1
+        guard runCount == Self.restartRun else { return .outlier }
+
+        var acc = LineAccumulator()
+        let s0 = runSequences[0], t0 = runTimestamps[0]
+        for i in 0..<runCount {
+            acc.add(x: signedDelta(runSequences[i], s0), y: signedDelta(runTimestamps[i], t0))
+        }
+        if let line = acc.line, line.slope > 0, line.slope.isFinite {
+            let tolerance = Self.outlierFraction * line.slope
+            let agree = (0..<runCount).allSatisfy { i in
+                let fitted = line.interceptAtZero + line.slope * signedDelta(runSequences[i], s0)
+                return abs(signedDelta(runTimestamps[i], t0) - fitted) <= tolerance
+            }
+            if agree {
+                // `clear` and `push` leave the run's storage alone, so it can be read while pushing.
+                clear(priorPeriodNs: line.slope)
+                for i in 0..<Self.restartRun { push(runSequences[i], runTimestamps[i]) }
+                restartCount += 1
+                return .restarted
+            }
+        }
+        // No agreement: slide the run by one and keep waiting.
+        for i in 1..<runCount {
+            runSequences[i - 1] = runSequences[i]
+            runTimestamps[i - 1] = runTimestamps[i]
+        }
+        runCount -= 1
+        return .outlier
+    }
+}

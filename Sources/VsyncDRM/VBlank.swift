@@ -1,0 +1,179 @@
+import CDRM
+import Glibc
+import Synchronization
+import VsyncCore
+
+/// One vblank, as the kernel reported it.
+public struct VBlankEvent: Sendable, Hashable {
+    /// The token given to `queueVBlank`.
+    public var token: UInt64
+    public var crtcID: UInt32
+    /// The CRTC's vblank counter, 64 bits (widened on the legacy path).
+    public var sequence: UInt64
+    /// Kernel timestamp of the vblank, ns (CLOCK_MONOTONIC when `hasMonotonicTimestamps`).
+    public var timestampNs: UInt64
+
+    public init(token: UInt64, crtcID: UInt32, sequence: UInt64, timestampNs: UInt64) {
+        self.token = token; self.crtcID = crtcID; self.sequence = sequence; self.timestampNs = timestampNs
+    }
+}
+
+extension Card {
+    /// Asks for one event at the next vblank of `crtc`; read it with `readEvents()` once the fd
+    /// is readable. `token` comes back in the event. Throws `.crtcOff` when the CRTC has no mode.
+    public func queueVBlank(crtc: CRTC, token: UInt64) throws(DRMError) {
+        try queueVBlank(crtcID: crtc.id, pipe: crtc.pipe, token: token)
+    }
+
+    public func queueVBlank(crtcID: UInt32, token: UInt64) throws(DRMError) {
+        try queueVBlank(crtcID: crtcID, pipe: pipe(of: crtcID), token: token)
+    }
+
+    func queueVBlank(crtcID: UInt32, pipe: Int, token: UInt64) throws(DRMError) {
+        // The kernel hands back a serial of ours, not the caller's token: it also has to name the
+        // CRTC, which legacy vblank events do not carry.
+        let serial = state.withLock { s in
+            s.nextSerial &+= 1
+            s.pending[s.nextSerial] = Pending(token: token, crtcID: crtcID)
+            return s.nextSerial
+        }
+        let ok: Bool
+        let operation: String
+        switch vblankMethod {
+        case .crtcSequence:
+            operation = "drmCrtcQueueSequence"
+            let flags = UInt32(DRM_CRTC_SEQUENCE_RELATIVE | DRM_CRTC_SEQUENCE_NEXT_ON_MISS)
+            ok = drmCrtcQueueSequence(fileDescriptor, crtcID, flags, 1, nil, serial) == 0
+        case .waitVBlank:
+            operation = "drmWaitVBlank"
+            var vbl = drmVBlank()
+            vbl.request.type = drmVBlankSeqType(
+                rawValue: DRM_VBLANK_RELATIVE.rawValue | DRM_VBLANK_EVENT.rawValue
+                    | DRM_VBLANK_NEXTONMISS.rawValue | Self.pipeBits(pipe))
+            vbl.request.sequence = 1
+            vbl.request.signal = UInt(serial)
+            ok = drmWaitVBlank(fileDescriptor, &vbl) == 0
+        }
+        if !ok {
+            let code = errno
+            _ = state.withLock { $0.pending.removeValue(forKey: serial) }
+            throw error(operation, crtcID: crtcID, code: code)
+        }
+    }
+
+    /// The CRTC's current vblank count and the time of its last vblank (no waiting).
+    public func currentVBlank(crtc: CRTC) throws(DRMError) -> (sequence: UInt64, timestampNs: UInt64) {
+        switch vblankMethod {
+        case .crtcSequence:
+            var seq: UInt64 = 0, ns: UInt64 = 0
+            guard drmCrtcGetSequence(fileDescriptor, crtc.id, &seq, &ns) == 0 else {
+                throw error("drmCrtcGetSequence", crtcID: crtc.id)
+            }
+            return (seq, ns)
+        case .waitVBlank:
+            var vbl = drmVBlank()
+            vbl.request.type = drmVBlankSeqType(rawValue: DRM_VBLANK_RELATIVE.rawValue | Self.pipeBits(crtc.pipe))
+            vbl.request.sequence = 0
+            guard drmWaitVBlank(fileDescriptor, &vbl) == 0 else {
+                throw error("drmWaitVBlank", crtcID: crtc.id)
+            }
+            let ns = UInt64(vbl.reply.tval_sec) * 1_000_000_000 + UInt64(vbl.reply.tval_usec) * 1_000
+            let seq = state.withLock { $0.widen(vbl.reply.sequence, crtcID: crtc.id) }
+            return (seq, ns)
+        }
+    }
+
+    /// Reads every event waiting on the fd (call when it polls readable). Returns [] when none
+    /// are waiting. Events for requests this Card did not queue (e.g. page flips) are dropped.
+    public func readEvents() throws(DRMError) -> [VBlankEvent] {
+        var context = drmEventContext()
+        context.version = 4
+        context.vblank_handler = { fd, sequence, sec, usec, userData in
+            let ns = UInt64(sec) * 1_000_000_000 + UInt64(usec) * 1_000
+            EventSink.record(RawEvent(fd: fd, serial: UInt64(UInt(bitPattern: userData)),
+                                      sequence: UInt64(sequence), timestampNs: ns, isLegacy: true))
+        }
+        context.sequence_handler = { fd, sequence, ns, userData in
+            EventSink.record(RawEvent(fd: fd, serial: userData, sequence: sequence,
+                                      timestampNs: ns, isLegacy: false))
+        }
+        if drmHandleEvent(fileDescriptor, &context) != 0 {
+            let code = errno
+            if code != EAGAIN && code != EINTR && code != 0 {
+                _ = EventSink.take(fd: fileDescriptor)
+                throw error("drmHandleEvent", code: code)
+            }
+        }
+        let raws = EventSink.take(fd: fileDescriptor)
+        if raws.isEmpty { return [] }
+        return state.withLock { s in
+            var events: [VBlankEvent] = []
+            events.reserveCapacity(raws.count)
+            for raw in raws {
+                guard let pending = s.pending.removeValue(forKey: raw.serial) else { continue }
+                let sequence = raw.isLegacy
+                    ? s.widen(UInt32(truncatingIfNeeded: raw.sequence), crtcID: pending.crtcID)
+                    : raw.sequence
+                events.append(VBlankEvent(token: pending.token, crtcID: pending.crtcID,
+                                          sequence: sequence, timestampNs: raw.timestampNs))
+            }
+            return events
+        }
+    }
+
+    /// Requests queued and not yet delivered.
+    public var pendingVBlankCount: Int { state.withLock { $0.pending.count } }
+
+    /// The legacy vblank request's CRTC bits: pipe 0 none, pipe 1 `DRM_VBLANK_SECONDARY`,
+    /// higher pipes in the high-CRTC field.
+    public static func pipeBits(_ pipe: Int) -> UInt32 {
+        switch pipe {
+        case 0: 0
+        case 1: DRM_VBLANK_SECONDARY.rawValue
+        default: (UInt32(pipe) << DRM_VBLANK_HIGH_CRTC_SHIFT) & DRM_VBLANK_HIGH_CRTC_MASK.rawValue
+        }
+    }
+}
+
+extension Card.State {
+    mutating func widen(_ raw: UInt32, crtcID: UInt32) -> UInt64 {
+        var widener = wideners[crtcID] ?? SequenceWidener()
+        let wide = widener.widen(raw)
+        wideners[crtcID] = widener
+        return wide
+    }
+}
+
+/// An event as libdrm's C callback saw it, before it is matched to its request.
+struct RawEvent: Sendable {
+    var fd: Int32
+    var serial: UInt64
+    var sequence: UInt64
+    var timestampNs: UInt64
+    var isLegacy: Bool
+}
+
+/// Where libdrm's C callbacks put events: they cannot capture context, so they record into
+/// this process-wide buffer, tagged with the fd, and `readEvents` takes its own fd's out
+/// right after `drmHandleEvent` returns. The buffer keeps its capacity between frames.
+enum EventSink {
+    static let buffer = Mutex<[RawEvent]>([])
+
+    static func record(_ event: RawEvent) {
+        buffer.withLock { $0.append(event) }
+    }
+
+    static func take(fd: Int32) -> [RawEvent] {
+        buffer.withLock { all in
+            if all.isEmpty { return [] }
+            if all.allSatisfy({ $0.fd == fd }) {
+                let mine = all
+                all.removeAll(keepingCapacity: true)
+                return mine
+            }
+            let mine = all.filter { $0.fd == fd }
+            all.removeAll { $0.fd == fd }
+            return mine
+        }
+    }
+}

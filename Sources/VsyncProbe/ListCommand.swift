@@ -1,0 +1,105 @@
+import ArgumentParser
+import VsyncDRM
+
+/// `vsync-probe list`: every card, its connectors and CRTCs, each CRTC's exact refresh and
+/// whether vblank works there.
+struct ListCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list",
+        abstract: "List DRM cards, connectors and CRTCs with their exact refresh and vblank status."
+    )
+
+    @Flag(help: "Print one JSON object.")
+    var json = false
+
+    struct CardInfo: Encodable {
+        var path: String
+        var driver: String?
+        var monotonic: Bool?
+        var method: String?
+        var error: String?
+        var connectors: [ConnectorInfo] = []
+        var crtcs: [CRTCInfo] = []
+    }
+
+    struct ConnectorInfo: Encodable {
+        var id: UInt32
+        var name: String
+        var status: String
+        var crtcId: UInt32?
+        var modes: Int
+    }
+
+    struct CRTCInfo: Encodable {
+        var id: UInt32
+        var pipe: Int
+        var active: Bool
+        var mode: String?
+        var nominalHz: Double?
+        var vrefresh: UInt32?
+        var vblank: Bool
+        var vblankError: String?
+    }
+
+    struct Listing: Encodable { var cards: [CardInfo] }
+
+    func run() throws {
+        let paths = Card.primaryNodePaths()
+        guard !paths.isEmpty else {
+            throw Failure.exit(DRMError(kind: .noDevice, errno: 0, device: "/dev/dri", operation: "scan"))
+        }
+        let cards = paths.map(Self.describe)
+        if json {
+            try Output.json(Listing(cards: cards))
+        } else {
+            cards.flatMap(Self.text).forEach(Output.line)
+        }
+        // Every card unreadable (e.g. permission denied): say what to do, fail.
+        if cards.allSatisfy({ $0.error != nil }), let first = cards.first?.error {
+            throw Failure.exit(first)
+        }
+    }
+
+    static func describe(_ path: String) -> CardInfo {
+        var info = CardInfo(path: path)
+        do {
+            let card = try Card(path: path)
+            info.driver = card.driverName
+            info.monotonic = card.hasMonotonicTimestamps
+            info.method = card.vblankMethod.rawValue
+            let res = try card.resources()
+            info.connectors = res.connectors.map {
+                ConnectorInfo(id: $0.id, name: $0.name, status: $0.status.rawValue, crtcId: $0.crtcID, modes: $0.modes.count)
+            }
+            info.crtcs = res.crtcs.map { crtc in
+                var vblankError: String? = nil
+                do { _ = try card.currentVBlank(crtc: crtc) } catch { vblankError = String(describing: error) }
+                return CRTCInfo(
+                    id: crtc.id, pipe: crtc.pipe, active: crtc.isActive, mode: crtc.mode?.name,
+                    nominalHz: crtc.mode?.refreshRate?.hertz, vrefresh: crtc.mode?.timings.vrefresh,
+                    vblank: vblankError == nil, vblankError: vblankError)
+            }
+        } catch {
+            info.error = String(describing: error)
+        }
+        return info
+    }
+
+    static func text(_ card: CardInfo) -> [String] {
+        guard card.error == nil, let driver = card.driver else {
+            return ["\(card.path): \(card.error ?? "unreadable")"]
+        }
+        var lines = ["\(card.path)  driver \(driver), \(card.monotonic == true ? "monotonic" : "realtime") timestamps, vblank via \(card.method ?? "?")"]
+        for c in card.connectors {
+            lines.append("  connector \(c.id) \(c.name): \(c.status)\(c.crtcId.map { ", CRTC \($0)" } ?? ""), \(c.modes) modes")
+        }
+        for c in card.crtcs {
+            let mode = c.mode.map { m in
+                "\(m) \(c.nominalHz.map(Mode.hertzText) ?? "?") Hz (vrefresh \(c.vrefresh ?? 0))"
+            } ?? "no mode"
+            let vblank = c.vblank ? "vblank ok" : "vblank: \(c.vblankError ?? "fails")"
+            lines.append("  CRTC \(c.id) (pipe \(c.pipe)): \(c.active ? "active" : "off"), \(mode), \(vblank)")
+        }
+        return lines
+    }
+}

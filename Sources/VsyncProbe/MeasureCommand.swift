@@ -1,0 +1,47 @@
+import ArgumentParser
+import VsyncDRM
+
+/// `vsync-probe measure`: waits N vblanks on one CRTC and compares the kernel's timing with the mode's.
+struct MeasureCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "measure",
+        abstract: "Wait for vblanks on one CRTC and report nominal vs measured refresh, jitter and wake-up latency."
+    )
+
+    enum Method: String, ExpressibleByArgument, CaseIterable {
+        case sequence, waitvblank
+        var vblank: VBlankMethod { self == .sequence ? .crtcSequence : .waitVBlank }
+    }
+
+    @Option(help: "DRM primary node (default: the first card with an active CRTC).")
+    var device: String?
+
+    @Option(help: "CRTC object id (default: the first active CRTC). See `vsync-probe list`.")
+    var crtc: UInt32?
+
+    @Option(help: "Number of vblanks to wait for.")
+    var frames: Int = 300
+
+    @Option(help: "Force the vblank API: sequence (drmCrtcQueueSequence) or waitvblank (drmWaitVBlank).")
+    var method: Method?
+
+    @Flag(help: "Print one JSON object.")
+    var json = false
+
+    func validate() throws {
+        guard frames >= 3 else { throw ValidationError("--frames must be at least 3") }
+    }
+
+    func run() throws {
+        do {
+            let target = try Target.select(device: device, crtcID: crtc, method: method?.vblank)
+            let samples = try VBlankRecorder.record(card: target.card, crtc: target.crtc, frames: frames)
+            guard let report = MeasureReport(target: target, samples: samples, method: target.card.vblankMethod) else {
+                throw Failure.exit("could not fit the vblank timestamps from \(target.card.path) CRTC \(target.crtc.id): the mode has no refresh or the timestamps did not advance")
+            }
+            if json { try Output.json(report) } else { report.text.forEach(Output.line) }
+        } catch let error as DRMError {
+            throw Failure.exit(error)
+        }
+    }
+}

@@ -1,0 +1,58 @@
+import Glibc
+import VsyncDRM
+
+/// One vblank event as received: the kernel's sequence and timestamp, and when we woke for it.
+struct VBlankSample: Sendable {
+    var sequence: UInt64
+    var timestampNs: UInt64
+    var receivedNs: UInt64
+}
+
+/// Waits for vblanks one at a time the way a client would: queue the next, poll the fd,
+/// read the event, queue again.
+enum VBlankRecorder {
+    static func record(card: Card, crtc: CRTC, frames: Int) throws(DRMError) -> [VBlankSample] {
+        let clock = card.hasMonotonicTimestamps ? CLOCK_MONOTONIC : CLOCK_REALTIME
+        // Generous: TCG guests and sleeping panels can be slow, but a dead CRTC must not hang us.
+        let periodMs = crtc.mode?.refreshRate.map { 1000 / $0.hertz } ?? 100
+        let timeoutMs = Int32(max(2000, 10 * periodMs))
+        var samples: [VBlankSample] = []
+        samples.reserveCapacity(frames)
+        var token: UInt64 = 1
+        try card.queueVBlank(crtc: crtc, token: token)
+        var pfd = pollfd(fd: card.fileDescriptor, events: Int16(POLLIN), revents: 0)
+        while samples.count < frames {
+            pfd.revents = 0
+            let ready = poll(&pfd, 1, timeoutMs)
+            if ready < 0 {
+                if errno == EINTR { continue }
+                throw DRMError.from(errno: errno, device: card.path, operation: "poll")
+            }
+            if ready == 0 {
+                throw DRMError(kind: .timedOut, errno: ETIMEDOUT, device: card.path, operation: "poll")
+            }
+            if pfd.revents & Int16(POLLERR | POLLHUP | POLLNVAL) != 0 {
+                throw DRMError(kind: .deviceGone, errno: ENODEV, device: card.path, operation: "poll")
+            }
+            let received = now(clock)
+            let events = try card.readEvents()
+            guard !events.isEmpty else { continue }
+            // Re-queue before bookkeeping so the next vblank is not missed.
+            token &+= 1
+            if samples.count + events.count < frames {
+                try card.queueVBlank(crtc: crtc, token: token)
+            }
+            for event in events where samples.count < frames {
+                samples.append(VBlankSample(sequence: event.sequence, timestampNs: event.timestampNs,
+                                            receivedNs: received))
+            }
+        }
+        return samples
+    }
+
+    static func now(_ clock: clockid_t) -> UInt64 {
+        var ts = timespec()
+        clock_gettime(clock, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+}

@@ -1,0 +1,1 @@
+print("vkms-modeset: not built yet")

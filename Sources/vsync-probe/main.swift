@@ -1,0 +1,3 @@
+import VsyncProbe
+
+await VsyncProbeCommand.main()

@@ -1,0 +1,1 @@
+print("vsyncd: not built yet")
