@@ -16,10 +16,13 @@ let package = Package(
         .executable(name: "vsyncd", targets: ["vsyncd"]),
         .executable(name: "vsync-probe", targets: ["vsync-probe"]),
         .executable(name: "vkms-modeset", targets: ["vkms-modeset"]),
+        .executable(name: "vsync-bench", targets: ["vsync-bench"]),
+        .executable(name: "vsync-bench-client", targets: ["vsync-bench-client"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
     ],
     targets: [
         .target(name: "VsyncCore"),
@@ -58,9 +61,24 @@ let package = Package(
             name: "vkms-modeset",
             dependencies: ["VsyncDRM", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
+        // Benchmark (issue 4): runs vsyncd and N vsync-bench-client processes against the C floor
+        // in Benchmarks/reference/fanout.c. See docs/PERFORMANCE.md.
+        .executableTarget(
+            name: "vsync-bench",
+            dependencies: [
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ]
+        ),
+        .executableTarget(
+            name: "vsync-bench-client",
+            dependencies: ["DisplayLink", "VsyncCore", .product(name: "Histogram", package: "hdrhistogram-swift")]
+        ),
         .testTarget(name: "VsyncCoreTests", dependencies: ["VsyncCore"]),
         .testTarget(name: "DaemonTests", dependencies: ["VsyncCore", "VsyncDaemon", "DisplayLink"]),
         .testTarget(name: "VMTests", dependencies: ["VsyncCore"]),
+        // Pure parts of the DRM layer (names, encodings, messages); no device needed.
+        .testTarget(name: "VsyncDRMTests", dependencies: ["VsyncDRM", "VsyncCore"]),
     ],
     swiftLanguageModes: [.v6]
 )

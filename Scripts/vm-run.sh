@@ -23,7 +23,8 @@ or VSYNC_*, and those given with --env. When COMMAND exits the guest powers off,
 background processes it left.
 
 options:
-  --timeout SEC     give up after SEC seconds of guest time (boot + command; default 300)
+  --timeout SEC     give up SEC wall-clock seconds after qemu starts (boot + command;
+                    default 300)
   --smp N           guest CPUs (default 2)
   --mem MB          guest memory (default 1024)
   --console FILE    write the kernel console log to FILE (default: a temp file, kept and
@@ -47,13 +48,13 @@ while [ $# -gt 0 ]; do
     --env) envs+=("${2:?--env needs NAME=VALUE}"); shift 2 ;;
     -h|--help) usage; exit 0 ;;
     --) shift; break ;;
-    *) usage >&2; echo "vm-run: unknown option '$1' (the command goes after --)" >&2; exit 125 ;;
+    *) echo "vm-run: unknown option '$1': the command goes after --; see --help" >&2; exit 125 ;;
   esac
 done
 fail() { echo "vm-run: $*" >&2; exit 125; }
-[ $# -gt 0 ] || { usage >&2; fail "no command given: put it after --"; }
+[ $# -gt 0 ] || fail "no command given: put it after -- (see --help)"
 [[ $timeout =~ ^[0-9]+$ && $timeout -gt 0 ]] || fail "--timeout must be a positive number of seconds, got '$timeout'"
-[[ $smp =~ ^[0-9]+$ && $mem =~ ^[0-9]+$ ]] || fail "--smp and --mem take numbers"
+[[ $smp =~ ^[0-9]+$ && $mem =~ ^[0-9]+$ && $mem -ge 256 ]] || fail "--smp takes a number, --mem a number of MB >= 256 (the guest hangs with less)"
 for e in "${envs[@]+"${envs[@]}"}"; do
   [[ $e =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || fail "--env wants NAME=VALUE, got '$e'"
 done
@@ -63,8 +64,10 @@ case "$PWD/" in
     fail "the current directory $PWD is hidden in the guest (tmpfs or pseudo-fs there): run from elsewhere" ;;
 esac
 
-# Packages (ensure_packages dies with the apt command to run when not root).
-ensure_packages qemu-system-x86 busybox-static >/dev/null
+# Packages (ensure_packages dies with the apt command to run when not root). In a subshell so
+# that every failure of the test bed itself exits 125 with a "vm-run:" line.
+( ensure_packages qemu-system-x86 busybox-static >/dev/null ) \
+  || fail "the test bed's packages are missing and could not be installed (see above)"
 kernel=$("$here/build-kernel.sh") || fail "no kernel: Scripts/build-kernel.sh failed (see above)"
 [ -s "$kernel" ] || fail "Scripts/build-kernel.sh printed '$kernel', which is not a kernel image"
 
@@ -75,15 +78,26 @@ mkdir "$run/share"
 temp_console=0
 if [ -z "$console" ]; then
   console=$(mktemp /var/tmp/vm-run-console.XXXXXX.log)
-  temp_console=1 # a temp log: deleted on success, kept (and named) on failure
+  temp_console=1 # a temp log: deleted at exit unless a failure message names it
 fi
 : > "$console" || fail "cannot write the console log $console"
 qemu_pid="" out_pid="" err_pid=""
+# SIGTERM first (qemu exits cleanly), SIGKILL after 3 s: a caller may have left SIGTERM blocked
+# in the mask we and qemu inherit (Swift's Foundation.Process does), and then only KILL works.
+stop_qemu() {
+  [ -n "$qemu_pid" ] || return 0
+  kill "$qemu_pid" 2>/dev/null || true
+  local i
+  for i in $(seq 30); do kill -0 "$qemu_pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$qemu_pid" 2>/dev/null || true
+  wait "$qemu_pid" 2>/dev/null || true
+  qemu_pid=""
+}
 cleanup() {
-  [ -n "$qemu_pid" ] && kill "$qemu_pid" 2>/dev/null && wait "$qemu_pid" 2>/dev/null
-  [ -n "$out_pid" ] && wait "$out_pid" 2>/dev/null
-  [ -n "$err_pid" ] && wait "$err_pid" 2>/dev/null
+  stop_qemu
+  [ -n "$out_pid" ] && finish_output
   rm -rf "$run"
+  [ "$temp_console" -eq 1 ] && rm -f "$console"
   return 0
 }
 trap cleanup EXIT
@@ -123,7 +137,7 @@ qemu-system-x86_64 \
   -device virtio-9p-pci,fsdev=root,mount_tag=root \
   -fsdev local,id=vmrun,path="$run/share",security_model=none \
   -device virtio-9p-pci,fsdev=vmrun,mount_tag=vmrun \
-  -chardev file,id=con,path="$console" -serial chardev:con \
+  -chardev file,id=con,path="$console",append=on -serial chardev:con \
   -chardev file,id=out,path="$run/out" -serial chardev:out \
   -chardev file,id=err,path="$run/err" -serial chardev:err \
   </dev/null >>"$console" 2>&1 &
@@ -137,6 +151,14 @@ while kill -0 "$qemu_pid" 2>/dev/null; do
   sleep 0.1
 done
 
+# Waits for the cats to pass on the last output. If qemu died before opening the FIFOs, the cats
+# still block in open(): a read-write open (which never blocks) lets them through to EOF.
+finish_output() {
+  : 1<>"$run/out"; : 1<>"$run/err"
+  wait "$out_pid" "$err_pid" 2>/dev/null || true
+  out_pid="" err_pid=""
+}
+
 # The last lines of the console say why a guest failed; print them with the one-line verdict.
 guest_failed() {
   echo "----- last 30 lines of the guest console ($console) -----" >&2
@@ -147,21 +169,24 @@ guest_failed() {
   exit 125
 }
 if [ $timed_out -eq 1 ]; then
-  kill "$qemu_pid" 2>/dev/null; wait "$qemu_pid" 2>/dev/null || true; qemu_pid=""
-  wait "$out_pid" "$err_pid" 2>/dev/null || true; out_pid="" err_pid=""
+  stop_qemu
+  finish_output
   if [ -f "$run/share/up" ]; then
     guest_failed "command did not finish within $timeout s (guest up after $(cat "$run/share/up") s of guest uptime): see console log at $console"
   fi
   guest_failed "guest did not come up within $timeout s: see console log at $console"
 fi
 qemu_status=0; wait "$qemu_pid" || qemu_status=$?; qemu_pid=""
-wait "$out_pid" "$err_pid" 2>/dev/null || true; out_pid="" err_pid=""
+finish_output
 if [ ! -f "$run/share/status" ]; then
+  # qemu quits on SIGINT/SIGTERM by itself (e.g. a Ctrl-C that reached it but not us).
+  if grep -q '^qemu-system-x86_64: terminating on signal' "$console"; then
+    guest_failed "qemu was stopped by a signal before the command finished: see console log at $console"
+  fi
   [ -f "$run/share/up" ] || guest_failed "guest did not come up (qemu exited with status $qemu_status after $(elapsed) s): see console log at $console"
   guest_failed "guest died before the command reported its status (qemu status $qemu_status): see console log at $console"
 fi
 status=$(cat "$run/share/status")
 [[ $status =~ ^[0-9]+$ ]] || guest_failed "guest reported a malformed status '$status': see console log at $console"
 [ -n "${VSYNCD_VM_VERBOSE:-}" ] && log "guest up after $(cat "$run/share/up") s uptime; run took $(elapsed) s wall; status $status"
-[ $temp_console -eq 1 ] && rm -f "$console"
 exit "$status"

@@ -23,6 +23,7 @@ extension DisplayLink {
         /// When the library read this tick from the socket, in ns (for latency measurements).
         public var receivedNanoseconds: UInt64
 
+        /// A frame from its parts (for tests and replays; links make their own).
         public init(
             timestampNanoseconds: UInt64, targetTimestampNanoseconds: UInt64, durationNanoseconds: UInt64,
             sequence: UInt64, skipped: Int, flags: Flags, receivedNanoseconds: UInt64

@@ -3,9 +3,10 @@ import Glibc
 import VsyncCore
 
 extension Card {
-    /// Reads connectors, encoders and CRTCs. Connectors are read without forcing a probe
-    /// (`drmModeGetConnectorCurrent`), which could stall or flicker a live display.
-    public func resources() throws(DRMError) -> CardResources {
+    /// Reads connectors, encoders and CRTCs. By default connectors are read without forcing a
+    /// probe (`drmModeGetConnectorCurrent`), which could stall or flicker a live display;
+    /// `probingConnectors` asks the driver to re-detect them and refresh their mode lists.
+    public func resources(probingConnectors: Bool = false) throws(DRMError) -> CardResources {
         guard let res = drmModeGetResources(fileDescriptor) else {
             throw error("drmModeGetResources", code: errno == 0 ? EOPNOTSUPP : errno)
         }
@@ -23,7 +24,9 @@ extension Card {
 
         var connectors: [Connector] = []
         for i in 0..<Int(res.pointee.count_connectors) {
-            guard let conn = drmModeGetConnectorCurrent(fileDescriptor, res.pointee.connectors[i]) else { continue }
+            let connectorID = res.pointee.connectors[i]
+            let read = probingConnectors ? drmModeGetConnector : drmModeGetConnectorCurrent
+            guard let conn = read(fileDescriptor, connectorID) else { continue }
             let c = conn.pointee
             let status: ConnectorStatus = switch c.connection {
             case DRM_MODE_CONNECTED: .connected

@@ -60,7 +60,11 @@ public struct DRMError: Error, Sendable, Equatable, CustomStringConvertible {
         case .noDevice:
             return "no DRM device: /dev/dri has no card* node; on a machine without a display, run Scripts/vm-run.sh"
         case .permissionDenied(let group):
-            let fix = group.map { "add the user to group '\($0)'" } ?? "run as a user who may open it"
+            // A root-owned node (no udev rules, e.g. a bare VM) has no group worth joining.
+            let fix = switch group {
+            case nil, "root"?: "run as root, or have udev give it to group 'video' and add the user to that group"
+            case let group?: "add the user to group '\(group)'"
+            }
             return "permission denied on \(device) (\(operation)): \(fix)"
         case .crtcOff(let id):
             return "CRTC \(id) on \(device) is off: light the display (connect a monitor or set a mode) or pick another with --crtc"
@@ -73,6 +77,10 @@ public struct DRMError: Error, Sendable, Equatable, CustomStringConvertible {
         case .unknownCRTC(let id, let valid):
             let list = valid.isEmpty ? "none" : valid.map(String.init).joined(separator: ", ")
             return "no CRTC \(id) on \(device): valid CRTC ids are \(list) (see vsync-probe list)"
+        case .other where errno == ENOENT && operation == "open":
+            return "\(device) does not exist: run vsync-probe list to see the cards there are"
+        case .other where errno == ENOTTY:
+            return "\(device) is not a DRM device (\(operation): \(Self.message(errno))): pick a /dev/dri/card* node"
         case .other:
             return "\(operation) failed on \(device): \(Self.message(errno))"
         }

@@ -21,7 +21,7 @@ enum Output {
 
     static func json<T: Encodable>(_ value: T) throws {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let data = try encoder.encode(value)
         line(String(decoding: data, as: UTF8.self))
     }

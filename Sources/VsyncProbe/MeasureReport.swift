@@ -14,6 +14,8 @@ struct MeasureReport: Encodable {
     var crtcId: UInt32
     var connector: String?
     var mode: String?
+    /// The mode's timings, so a reader can redo the exact-rate math.
+    var timings: ModeTimings?
     /// "crtc-sequence" or "wait-vblank".
     var source: String
     var monotonic: Bool
@@ -37,6 +39,7 @@ struct MeasureReport: Encodable {
         crtcId = target.crtc.id
         connector = target.connector?.name
         mode = target.crtc.mode?.name
+        timings = target.crtc.mode?.timings
         source = method.rawValue
         monotonic = target.card.hasMonotonicTimestamps
         frames = samples.count

@@ -1,14 +1,29 @@
 import ArgumentParser
 
 /// `vsync-probe`: what the displays are and how their vblank really ticks.
-// The annotation makes `await main()` pick the async entry point (swift-argument-parser#538).
-@available(macOS 10.15, macCatalyst 13, iOS 13, tvOS 13, watchOS 6, *)
 public struct VsyncProbeCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "vsync-probe",
         abstract: "Inspect DRM displays and measure their real vblank timing.",
-        subcommands: [ListCommand.self, MeasureCommand.self]
+        subcommands: [ListCommand.self, MeasureCommand.self, FollowCommand.self]
     )
 
     public init() {}
+
+    /// Parses the command line and runs the chosen subcommand, async or not. (From a thin
+    /// main.swift, `await main()` resolves to the synchronous entry point on Linux, which
+    /// refuses async subcommands; this does what the async one does.)
+    public static func runAsRoot() async -> Never {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+            exit()
+        } catch {
+            exit(withError: error)
+        }
+    }
 }

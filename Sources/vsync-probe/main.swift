@@ -1,3 +1,3 @@
 import VsyncProbe
 
-await VsyncProbeCommand.main()
+await VsyncProbeCommand.runAsRoot()

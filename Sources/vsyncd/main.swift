@@ -1,1 +1,72 @@
-print("vsyncd: not built yet")
+import ArgumentParser
+import Glibc
+import Logging
+import VsyncDaemon
+
+/// vsyncd: broadcasts display vblank ticks to client display links over a Unix socket.
+struct Vsyncd: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "vsyncd",
+        abstract: "Broadcast display vblank ticks to client display links over a Unix socket.",
+        discussion: """
+            Watches every active CRTC on every /dev/dri/card* (or the cards given with --device) and \
+            serves ticks to clients at per-client rates. The socket is --socket, else $VSYNCD_SOCKET, \
+            else \(DaemonConfiguration.defaultSocketPath); systemd socket activation (LISTEN_FDS) is \
+            used when present. Stops cleanly on SIGTERM or SIGINT. Protocol: docs/PROTOCOL.md.
+            """)
+
+    @Option(help: "Socket path (default: $VSYNCD_SOCKET, else \(DaemonConfiguration.defaultSocketPath)).")
+    var socket: String?
+
+    @Option(help: ArgumentHelp("DRM card to watch; repeat for several (default: every /dev/dri/card*).", valueName: "path"))
+    var device: [String] = []
+
+    @Option(help: ArgumentHelp("Where vblanks come from: 'drm', or 'timer:HZ' for a software clock (ticks flagged synthetic).", valueName: "drm|timer:HZ"))
+    var source: String = "drm"
+
+    @Option(help: "Group allowed to connect (the socket is mode 0660).")
+    var group: String = "video"
+
+    @Option(help: "Most clients served at once; more are refused.")
+    var maxClients: Int = 1024
+
+    @Option(help: ArgumentHelp("Seconds a client's socket may stay full before it is disconnected.", valueName: "seconds"))
+    var stallTimeout: Double = 2
+
+    @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level"))
+    var logLevel: String = "info"
+
+    func validate() throws {
+        guard DaemonConfiguration.SourceKind(argument: source) != nil else {
+            throw ValidationError("--source must be 'drm' or 'timer:HZ' (e.g. timer:60), not '\(source)'")
+        }
+        guard Logger.Level(rawValue: logLevel) != nil else {
+            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
+        }
+        guard maxClients >= 1 else { throw ValidationError("--max-clients must be at least 1") }
+        guard stallTimeout > 0, stallTimeout.isFinite else { throw ValidationError("--stall-timeout must be a positive number of seconds") }
+    }
+
+    func run() throws {
+        let level = Logger.Level(rawValue: logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "vsyncd")
+        let configuration = DaemonConfiguration(
+            socketPath: socket, devices: device, source: DaemonConfiguration.SourceKind(argument: source) ?? .drm,
+            group: group, maxClients: maxClients, stallTimeout: stallTimeout)
+        do {
+            try Daemon.run(configuration, logger: logger)
+        } catch {
+            // One line: what failed and what to do (stderr reaches the journal under systemd).
+            let line = "vsyncd: \(error.description)\n"
+            _ = line.withCString { write(2, $0, strlen($0)) }
+            throw ExitCode(1)
+        }
+    }
+}
+
+Vsyncd.main()

@@ -131,6 +131,11 @@ struct ProtocolCodecTests {
             #expect(throws: WireError.self) { try ClientMessage.decode(b) }
         }
 
+        // minimum above maximum: FrameRateRange refuses it, so the codec does too.
+        var swapped = ClientMessage.setRate(SetRate(subscriptionID: 1, range: rateRange(30, 60, 0))).encoded()
+        withUnsafeBytes(of: Float(90).bitPattern.littleEndian) { for i in 0..<4 { swapped[12 + i] = $0[i] } }
+        #expect(throws: WireError.self) { try ClientMessage.decode(swapped) }
+
         var event = ServerMessage.displayEvent(DisplayEvent(kind: .on, display: sampleDisplay())).encoded()
         event[8] = 0x63
         #expect(throws: WireError.self) { try ServerMessage.decode(event) }

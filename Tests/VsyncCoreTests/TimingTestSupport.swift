@@ -1,3 +1,4 @@
+import Foundation  // log, cos
 @testable import VsyncCore
 
 /// SplitMix64: a tiny seeded PRNG, so every random stream in these tests is the same on

@@ -14,7 +14,8 @@
 ///   period. A long gap that agrees with the period is simply accepted.
 ///
 /// Cost per sample: one O(window) refit with no allocation (the window is a ring buffer
-/// allocated once). Timestamps are taken relative to the newest sample before they become
+/// allocated once): about 1.6 µs at window 120 built with -O on the loaded 2-core build
+/// machine, 0.15 µs at window 6. Timestamps are taken relative to the newest sample before they become
 /// Doubles, so nanosecond precision holds for any CLOCK_MONOTONIC value.
 public struct RefreshModel: Sendable {
     public enum Verdict: Sendable, Hashable {
@@ -36,8 +37,8 @@ public struct RefreshModel: Sendable {
     public static let outlierFraction = 0.2
     /// Consecutive agreeing outliers that make the model restart.
     public static let restartRun = 6
-    /// A gap longer than this (in time, or in sequence × period) lets a rejected sample
-    /// restart the phase at once.
+    /// A gap longer than this (in time, or in sequence × period), and longer than 30 periods,
+    /// lets a rejected sample restart the phase at once.
     public static let longGapNs = 1e9
 
     /// The window's capacity in samples.
@@ -136,7 +137,9 @@ public struct RefreshModel: Sendable {
         }
         if let lastSeen {
             if sequence > lastSeen {
-                missedVblanks += sequence - lastSeen - 1
+                // Saturating: a garbage sequence must not trap the daemon.
+                let (sum, overflow) = missedVblanks.addingReportingOverflow(sequence - lastSeen - 1)
+                missedVblanks = overflow ? .max : sum
                 self.lastSeen = sequence
             }
         } else {
@@ -153,7 +156,8 @@ public struct RefreshModel: Sendable {
         }
         let gapNs = signedDelta(timestampNs, refTs)
         let gapFrames = signedDelta(sequence, refSeq)
-        if gapNs > Self.longGapNs || gapFrames * periodNs > Self.longGapNs {
+        let longGap = Swift.max(Self.longGapNs, 30 * periodNs)
+        if gapNs > longGap || gapFrames * periodNs > longGap {
             // Clock or counter jumped (suspend/resume): new phase, same period.
             clear(priorPeriodNs: periodNs)
             push(sequence, timestampNs)
@@ -197,13 +201,25 @@ public struct RefreshModel: Sendable {
         offsetNs = 0
         periodNs = priorPeriodNs
         guard count >= Self.minimumSamplesForFit else { return }
-        var acc = LineAccumulator()
+        // Two passes (means, then centered sums) with no division in the loop: this runs on
+        // every vblank of every CRTC.
+        var sumX = 0.0, sumY = 0.0
         for i in 0..<count {
-            acc.add(x: signedDelta(sequences[i], refSeq), y: signedDelta(timestamps[i], refTs))
+            sumX += signedDelta(sequences[i], refSeq)
+            sumY += signedDelta(timestamps[i], refTs)
         }
-        if let line = acc.line, line.slope > 0, line.slope.isFinite {
-            periodNs = line.slope
-            offsetNs = line.interceptAtZero
+        let meanX = sumX / Double(count), meanY = sumY / Double(count)
+        var sxx = 0.0, sxy = 0.0
+        for i in 0..<count {
+            let dx = signedDelta(sequences[i], refSeq) - meanX
+            sxx += dx * dx
+            sxy += dx * (signedDelta(timestamps[i], refTs) - meanY)
+        }
+        guard sxx > 0 else { return }
+        let slope = sxy / sxx
+        if slope > 0, slope.isFinite {
+            periodNs = slope
+            offsetNs = meanY - slope * meanX
         }
     }
 

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Runs commands inside the VM test bed (Scripts/vm-run.sh): a qemu guest with vkms, whose root
 /// is the host's root, so host-built products run there as they are.
@@ -94,7 +97,7 @@ enum GuestVM {
         process.standardError = stderr
         process.standardInput = FileHandle.nullDevice
         do {
-            try process.run()
+            try withDefaultSignalMask { try process.run() }
         } catch {
             throw GuestVMError.launchFailed(path: script, reason: "\(error)")
         }
@@ -125,6 +128,20 @@ enum GuestVM {
         }
         return result
     }
+}
+
+/// Runs `body` with no signals blocked on this thread. Process starts its child with the calling
+/// thread's signal mask, and Dispatch's worker threads block SIGTERM, SIGINT and more: vm-run.sh
+/// and qemu would inherit that and ignore the SIGTERM that ends a timed-out guest.
+private func withDefaultSignalMask<T>(_ body: () throws -> T) rethrows -> T {
+    #if os(Linux)
+    var none = sigset_t()
+    var saved = sigset_t()
+    sigemptyset(&none)
+    pthread_sigmask(SIG_SETMASK, &none, &saved)
+    defer { pthread_sigmask(SIG_SETMASK, &saved, nil) }
+    #endif
+    return try body()
 }
 
 /// Hands the stderr bytes from the reader thread to the waiting one.

@@ -1,0 +1,529 @@
+import Dispatch
+import Foundation
+import VsyncCore
+
+/// A timer bound to a display's vertical blank, like `CADisplayLink`, fed by the vsyncd daemon.
+///
+/// Create a link with a handler, then schedule it on a run loop (``add(to:forMode:)``), on a
+/// dispatch queue (``start(on:)``), or iterate ``frames``. Each callback belongs to one vblank:
+/// ``timestamp`` is that vblank, ``targetTimestamp`` the next one at the link's rate (the deadline
+/// for the frame being prepared), ``duration`` the display's frame interval.
+///
+/// A slow callback skips frames rather than queueing them: at most one delivery is pending per
+/// context, and it always carries the newest tick (``skippedFrames`` says how many were skipped).
+///
+/// ## No retain cycle
+/// `CADisplayLink` retains its target, and the run loop retains the link, so a view controller
+/// that owns a link never deallocates until the link is invalidated. This link never retains the
+/// object that owns it: ``init(target:display:socketPath:handler:)`` holds `target` weakly and
+/// invalidates the link when the target is gone. With the closure form, capture the owner
+/// `[weak self]` as usual.
+///
+/// Like `CADisplayLink`, a scheduled link is kept alive by the library until it is
+/// ``invalidate()``d or removed from its last run loop mode, queue and stream.
+///
+/// All properties are thread-safe.
+public final class DisplayLink: Sendable {
+    /// Which display a link follows (vsyncd's wire selector): `.primary`, `.connector("HDMI-A-1")`,
+    /// `.crtc(id)` or `.display(id)`.
+    public typealias Selector = DisplaySelector
+    /// The frame rates a link accepts, like `CAFrameRateRange`.
+    public typealias RateRange = FrameRateRange
+
+    /// The display this link follows.
+    public let display: DisplaySelector
+    /// The vsyncd socket this link talks to.
+    public let socketPath: String
+
+    private let connection: DisplayLinkConnection
+    private let state: Locked<State>
+
+    private enum Event {
+        case error(DisplayLinkError)
+        case change(DisplayChange)
+    }
+
+    /// One run loop the link is scheduled on: one timer in every mode it was added for. The
+    /// timer's fire date is set to "now" when a tick arrives, which wakes the run loop only when
+    /// it runs one of those modes, and fires at most once however many ticks came meanwhile.
+    private struct RunLoopTarget {
+        let runLoop: RunLoop
+        var modes: Set<RunLoop.Mode>
+        var timer: Timer
+        var pending: Frame?
+        var events: [Event] = []
+        var poked = false
+    }
+
+    private struct State {
+        var handler: (@Sendable (DisplayLink) -> Void)?
+        var errorHandler: (@Sendable (DisplayLinkError) -> Void)?
+        var displayChangeHandler: (@Sendable (DisplayChange) -> Void)?
+        var valid = true
+        var subscriptionID: UInt32?
+        var range = FrameRateRange.default
+        var preferredFramesPerSecond = 0
+        var paused = false
+        /// The frame of the current (or last) callback.
+        var current: Frame?
+        var refreshMillihertz: UInt64 = 0
+        var displayIntervalNs: UInt64 = 0
+        var syntheticDisplay = false
+        var runLoops: [RunLoopTarget] = []
+        var queue: DispatchQueue?
+        var queuePending: Frame?
+        var queueEvents: [Event] = []
+        var queuePoked = false
+        var streams: [Int: AsyncStream<Frame>.Continuation] = [:]
+        var nextStreamID = 0
+
+        var hasTargets: Bool { !runLoops.isEmpty || queue != nil || !streams.isEmpty }
+    }
+
+    /// Creates a link that calls `handler` once per frame of `display`, once scheduled.
+    ///
+    /// - Parameters:
+    ///   - display: the display to follow; `.primary` by default.
+    ///   - socketPath: the vsyncd socket; nil means `$VSYNCD_SOCKET`, else `/run/vsyncd/vsyncd.sock`.
+    ///   - handler: called with the link on the context it is scheduled on. Capture the object
+    ///     that owns the link weakly, or use ``init(target:display:socketPath:handler:)``.
+    public init(
+        display: DisplaySelector = .primary, socketPath: String? = nil,
+        handler: @escaping @Sendable (DisplayLink) -> Void
+    ) {
+        self.display = display
+        self.socketPath = DisplayLinkConnection.resolvedPath(socketPath)
+        self.connection = DisplayLinkConnection.shared(socketPath: self.socketPath)
+        self.state = Locked(State(handler: handler))
+    }
+
+    /// Creates a link that calls `handler(target, link)` once per frame, holding `target` weakly.
+    ///
+    /// The target form of `CADisplayLink(target:selector:)` without its retain cycle: when
+    /// `target` is deallocated, the link invalidates itself at its next frame. `handler` is
+    /// called on the context the link is scheduled on (its run loop or queue), so it may touch
+    /// state confined to that context.
+    public convenience init<T: AnyObject>(
+        target: T, display: DisplaySelector = .primary, socketPath: String? = nil,
+        handler: @escaping (T, DisplayLink) -> Void
+    ) {
+        let box = WeakTarget(target, handler)
+        self.init(display: display, socketPath: socketPath) { link in
+            guard let target = box.target else {
+                link.invalidate()
+                return
+            }
+            box.handler(target, link)
+        }
+    }
+
+    /// The current CLOCK_MONOTONIC time in seconds: the clock of ``timestamp`` and
+    /// ``targetTimestamp`` (as `CACurrentMediaTime()` is for `CADisplayLink`).
+    public static func currentTime() -> Double { MonotonicClock.seconds(MonotonicClock.nanoseconds()) }
+
+    /// The current CLOCK_MONOTONIC time in nanoseconds.
+    public static func currentTimeNanoseconds() -> UInt64 { MonotonicClock.nanoseconds() }
+
+    // MARK: Scheduling
+
+    /// Fires the link on `runLoop` while it runs `mode`.
+    ///
+    /// A link added for `.default` does not fire while the run loop runs another mode (a
+    /// tracking mode, say); one added for `.common` fires in every mode the run loop counts as
+    /// common. A link may be added for several modes. Adding an invalidated link does nothing.
+    public func add(to runLoop: RunLoop, forMode mode: RunLoop.Mode) {
+        state.withLock { s in
+            guard s.valid else { return }
+            if let i = s.runLoops.firstIndex(where: { $0.runLoop === runLoop }) {
+                guard !s.runLoops[i].modes.contains(mode) else { return }
+                s.runLoops[i].modes.insert(mode)
+                runLoop.add(s.runLoops[i].timer, forMode: mode)
+                return
+            }
+            let timer = makeTimer(for: runLoop)
+            s.runLoops.append(RunLoopTarget(runLoop: runLoop, modes: [mode], timer: timer))
+            runLoop.add(timer, forMode: mode)
+            subscribeIfNeeded(&s)
+        }
+    }
+
+    /// Stops firing the link on `runLoop` in `mode`. Removed from its last mode, queue and
+    /// stream, the link unsubscribes and the library stops keeping it alive.
+    public func remove(from runLoop: RunLoop, forMode mode: RunLoop.Mode) {
+        let (old, new) = state.withLock { s -> (Timer?, Timer?) in
+            guard let i = s.runLoops.firstIndex(where: { $0.runLoop === runLoop }),
+                  s.runLoops[i].modes.contains(mode) else { return (nil, nil) }
+            let old = s.runLoops[i].timer
+            s.runLoops[i].modes.remove(mode)
+            if s.runLoops[i].modes.isEmpty {
+                s.runLoops.remove(at: i)
+                unsubscribeIfUnused(&s)
+                return (old, nil)
+            }
+            // Foundation cannot take a timer out of one mode only: replace it.
+            let timer = makeTimer(for: runLoop)
+            s.runLoops[i].timer = timer
+            for m in s.runLoops[i].modes { runLoop.add(timer, forMode: m) }
+            s.runLoops[i].poked = s.runLoops[i].pending != nil || !s.runLoops[i].events.isEmpty
+            return (old, s.runLoops[i].poked ? timer : nil)
+        }
+        old?.invalidate()
+        new?.fireDate = Date()
+    }
+
+    /// Fires the link on `queue`. At most one callback is queued at a time; a tick that arrives
+    /// while one is pending replaces it. Calling it again moves the link to the new queue.
+    public func start(on queue: DispatchQueue) {
+        state.withLock { s in
+            guard s.valid else { return }
+            s.queue = queue
+            subscribeIfNeeded(&s)
+        }
+    }
+
+    /// Stops firing the link on its dispatch queue.
+    public func stop() {
+        state.withLock { s in
+            s.queue = nil
+            s.queuePending = nil
+            unsubscribeIfUnused(&s)
+        }
+    }
+
+    /// The link's frames as an async sequence. Each access makes a new stream that buffers only
+    /// the newest frame, so a slow consumer skips frames instead of falling behind (a frame the
+    /// buffer dropped shows as a gap in ``Frame/sequence``). Streams end on ``invalidate()``.
+    /// Making a stream subscribes the link, like scheduling it; the link's handler is not
+    /// called for stream frames. Ending the iteration removes the stream.
+    public var frames: AsyncStream<Frame> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Frame.self, bufferingPolicy: .bufferingNewest(1))
+        let id = state.withLock { s -> Int? in
+            guard s.valid else { return nil }
+            let id = s.nextStreamID
+            s.nextStreamID += 1
+            return id
+        }
+        guard let id else {
+            continuation.finish()
+            return stream
+        }
+        continuation.onTermination = { [weak self] _ in self?.removeStream(id) }
+        state.withLock { s in
+            guard s.valid else { return }
+            s.streams[id] = continuation
+            subscribeIfNeeded(&s)
+        }
+        if !isValid { continuation.finish() }
+        return stream
+    }
+
+    private func removeStream(_ id: Int) {
+        state.withLock { s in
+            s.streams[id] = nil
+            unsubscribeIfUnused(&s)
+        }
+    }
+
+    /// Stops the link for good: unsubscribes, removes it from every run loop mode and queue,
+    /// ends its streams and releases the handlers. Thread-safe and idempotent.
+    public func invalidate() {
+        let (timers, streams, id) = state.withLock { s -> ([Timer], [AsyncStream<Frame>.Continuation], UInt32?) in
+            guard s.valid else { return ([], [], nil) }
+            s.valid = false
+            s.handler = nil
+            s.errorHandler = nil
+            s.displayChangeHandler = nil
+            let timers = s.runLoops.map(\.timer)
+            let streams = Array(s.streams.values)
+            s.runLoops = []
+            s.queue = nil
+            s.queuePending = nil
+            s.streams = [:]
+            let id = s.subscriptionID
+            s.subscriptionID = nil
+            return (timers, streams, id)
+        }
+        for timer in timers { timer.invalidate() }
+        for stream in streams { stream.finish() }
+        if let id { connection.unregister(id) }
+    }
+
+    /// False once ``invalidate()`` was called (or the target of a target-form link went away).
+    public var isValid: Bool { state.withLock { $0.valid } }
+
+    // MARK: Properties
+
+    /// The whole frame of the current (or last) callback, read at once; nil before the first.
+    public var currentFrame: Frame? { state.withLock { $0.current } }
+
+    /// The vblank of the current callback, in seconds of CLOCK_MONOTONIC; 0 before the first.
+    public var timestamp: Double { MonotonicClock.seconds(timestampNanoseconds) }
+    /// ``timestamp`` in nanoseconds.
+    public var timestampNanoseconds: UInt64 { state.withLock { $0.current?.timestampNanoseconds ?? 0 } }
+    /// The predicted next vblank at this link's rate: the deadline for the frame being prepared.
+    /// `targetTimestamp - timestamp` is the real frame time; 0 before the first callback.
+    public var targetTimestamp: Double { MonotonicClock.seconds(targetTimestampNanoseconds) }
+    /// ``targetTimestamp`` in nanoseconds.
+    public var targetTimestampNanoseconds: UInt64 { state.withLock { $0.current?.targetTimestampNanoseconds ?? 0 } }
+    /// The display's frame interval at its maximum rate, in seconds. Follows mode changes.
+    public var duration: Double { MonotonicClock.seconds(durationNanoseconds) }
+    /// ``duration`` in nanoseconds; 0 until the daemon has answered.
+    public var durationNanoseconds: UInt64 { state.withLock { $0.displayIntervalNs } }
+    /// The vblank sequence number of the current callback's frame.
+    public var sequence: UInt64 { state.withLock { $0.current?.sequence ?? 0 } }
+    /// Frames at this link's rate skipped just before the current one (slow callback, busy
+    /// thread or a full socket).
+    public var skippedFrames: Int { state.withLock { $0.current?.skipped ?? 0 } }
+    /// True when the ticks come from vsyncd's timer source rather than a real display.
+    public var isSynthetic: Bool {
+        state.withLock { $0.syntheticDisplay || ($0.current?.flags.contains(.synthetic) ?? false) }
+    }
+
+    /// The display's refresh rate rounded to whole frames per second, as `UIScreen` reports it
+    /// (59.94 Hz gives 60); 0 until the daemon has answered.
+    public var maximumFramesPerSecond: Int {
+        state.withLock { s in
+            if s.refreshMillihertz > 0 { return Int((Double(s.refreshMillihertz) / 1000).rounded()) }
+            if s.displayIntervalNs > 0 { return Int((1e9 / Double(s.displayIntervalNs)).rounded()) }
+            return 0
+        }
+    }
+
+    /// Stops (true) or restarts (false) the callbacks. Paused, the daemon sends nothing.
+    public var isPaused: Bool {
+        get { state.withLock { $0.paused } }
+        set {
+            state.withLock { s in
+                guard s.paused != newValue else { return }
+                s.paused = newValue
+                if newValue {
+                    s.queuePending = nil
+                    for i in s.runLoops.indices { s.runLoops[i].pending = nil }
+                }
+                if let id = s.subscriptionID { connection.setPaused(id, newValue) }
+            }
+        }
+    }
+
+    /// The rate the link would like, in frames per second; 0 (the default) means the display's
+    /// maximum. The delivered rate is a whole divisor of the refresh: at 60 Hz, 60, 30, 20, 15 …
+    public var preferredFramesPerSecond: Int {
+        get { state.withLock { $0.preferredFramesPerSecond } }
+        set {
+            let fps = max(0, newValue)
+            setRange(FrameRateRange(preferredFramesPerSecond: fps), fps: fps)
+        }
+    }
+
+    /// The rates the link accepts; the daemon picks the divisor of the refresh inside the range
+    /// nearest to `preferred`. `.default` means the display's maximum.
+    public var preferredFrameRateRange: FrameRateRange {
+        get { state.withLock { $0.range } }
+        set { setRange(newValue, fps: Int(newValue.preferred.rounded())) }
+    }
+
+    private func setRange(_ range: FrameRateRange, fps: Int) {
+        state.withLock { s in
+            s.range = range
+            s.preferredFramesPerSecond = fps
+            if let id = s.subscriptionID { connection.setRange(id, range) }
+        }
+    }
+
+    /// Called with errors (no daemon, display gone, …) on the link's context: its first run
+    /// loop, else its queue, else a global queue. The link keeps retrying connection errors
+    /// by itself; after `.displayGone` it stays silent until that display is added again.
+    public var errorHandler: (@Sendable (DisplayLinkError) -> Void)? {
+        get { state.withLock { $0.errorHandler } }
+        set { state.withLock { $0.errorHandler = newValue } }
+    }
+
+    /// Called on the link's context when its display changes mode, turns off or on.
+    public var displayChangeHandler: (@Sendable (DisplayChange) -> Void)? {
+        get { state.withLock { $0.displayChangeHandler } }
+        set { state.withLock { $0.displayChangeHandler = newValue } }
+    }
+
+    // MARK: Subscription (called with the state locked)
+
+    private func subscribeIfNeeded(_ s: inout State) {
+        guard s.valid, s.subscriptionID == nil, s.hasTargets else { return }
+        s.subscriptionID = connection.register(self, selector: display, range: s.range, paused: s.paused)
+    }
+
+    private func unsubscribeIfUnused(_ s: inout State) {
+        guard !s.hasTargets, let id = s.subscriptionID else { return }
+        s.subscriptionID = nil
+        connection.unregister(id)
+    }
+
+    private func makeTimer(for runLoop: RunLoop) -> Timer {
+        // Far-future and repeating: it only fires when a tick sets its fire date to now.
+        let key = ObjectIdentifier(runLoop)
+        return Timer(fire: .distantFuture, interval: 1e9, repeats: true) { [weak self] _ in
+            self?.fire(on: key)
+        }
+    }
+
+    // MARK: Delivery
+
+    /// Runs on the run loop, in one of the link's modes.
+    private func fire(on key: ObjectIdentifier) {
+        let work = state.withLock { s -> (Frame?, [Event], (@Sendable (DisplayLink) -> Void)?)? in
+            guard s.valid, let i = s.runLoops.firstIndex(where: { ObjectIdentifier($0.runLoop) == key }) else { return nil }
+            s.runLoops[i].poked = false
+            let frame = s.runLoops[i].pending
+            let events = s.runLoops[i].events
+            s.runLoops[i].pending = nil
+            s.runLoops[i].events = []
+            if let frame { s.current = frame }
+            return (frame, events, s.handler)
+        }
+        guard let (frame, events, handler) = work else { return }
+        dispatch(events)
+        if frame != nil { handler?(self) }
+    }
+
+    /// Runs on the link's dispatch queue.
+    private func fireQueue() {
+        let work = state.withLock { s -> (Frame?, [Event], (@Sendable (DisplayLink) -> Void)?)? in
+            guard s.valid else { return nil }
+            s.queuePoked = false
+            let frame = s.queuePending
+            let events = s.queueEvents
+            s.queuePending = nil
+            s.queueEvents = []
+            if let frame { s.current = frame }
+            return (frame, events, s.handler)
+        }
+        guard let (frame, events, handler) = work else { return }
+        dispatch(events)
+        if frame != nil { handler?(self) }
+    }
+
+    private func dispatch(_ events: [Event]) {
+        guard !events.isEmpty else { return }
+        let (onError, onChange) = state.withLock { ($0.errorHandler, $0.displayChangeHandler) }
+        for event in events {
+            switch event {
+            case .error(let error): onError?(error)
+            case .change(let change): onChange?(change)
+            }
+        }
+    }
+
+    /// What the reader thread must do after updating the state: wake timers, queue a callback.
+    private struct Wakeups {
+        var timers: [Timer] = []
+        var queue: DispatchQueue?
+        var streams: [AsyncStream<Frame>.Continuation] = []
+        var global = false
+    }
+
+    private func perform(_ w: Wakeups, frame: Frame? = nil) {
+        if !w.timers.isEmpty {
+            let now = Date()
+            for timer in w.timers { timer.fireDate = now }
+        }
+        if let queue = w.queue { queue.async { self.fireQueue() } }
+        if let frame { for stream in w.streams { stream.yield(frame) } }
+        if w.global { DispatchQueue.global().async { self.fireQueue() } }
+    }
+
+    /// A tick from the reader thread: the newest for this link in its drain.
+    func connectionDidDeliver(_ frame: Frame) {
+        let wakeups = state.withLock { s -> Wakeups? in
+            guard s.valid, !s.paused else { return nil }
+            s.displayIntervalNs = frame.durationNanoseconds
+            var w = Wakeups()
+            for i in s.runLoops.indices {
+                var merged = frame
+                if let older = s.runLoops[i].pending { merged.skipped += older.skipped + 1 }
+                s.runLoops[i].pending = merged
+                if !s.runLoops[i].poked {
+                    s.runLoops[i].poked = true
+                    w.timers.append(s.runLoops[i].timer)
+                }
+            }
+            if let queue = s.queue {
+                var merged = frame
+                if let older = s.queuePending { merged.skipped += older.skipped + 1 }
+                s.queuePending = merged
+                if !s.queuePoked {
+                    s.queuePoked = true
+                    w.queue = queue
+                }
+            }
+            if !s.streams.isEmpty {
+                w.streams = Array(s.streams.values)
+                if s.runLoops.isEmpty && s.queue == nil { s.current = frame }
+            }
+            return w
+        }
+        if let wakeups { perform(wakeups, frame: frame) }
+    }
+
+    func connectionDidSubscribe(_ answer: Subscribed) {
+        state.withLock { s in
+            s.refreshMillihertz = answer.display.refreshMillihertz
+            s.displayIntervalNs = answer.displayIntervalNs
+            s.syntheticDisplay = answer.display.flags.contains(.synthetic)
+        }
+    }
+
+    func connectionDidReceive(_ event: DisplayEvent) {
+        let change: DisplayChange
+        switch event.kind {
+        case .modeChanged:
+            state.withLock { s in
+                s.refreshMillihertz = event.display.refreshMillihertz
+                if event.display.periodNs > 0 { s.displayIntervalNs = event.display.periodNs }
+            }
+            change = .modeChanged(refreshHz: Double(event.display.refreshMillihertz) / 1000)
+        case .off: change = .off
+        case .on: change = .on
+        case .added, .removed: return
+        }
+        post(.change(change))
+    }
+
+    func connectionDidFail(_ error: DisplayLinkError) { post(.error(error)) }
+
+    /// Queues an error or display change on the link's context.
+    private func post(_ event: Event) {
+        let wakeups = state.withLock { s -> Wakeups? in
+            guard s.valid else { return nil }
+            var w = Wakeups()
+            if !s.runLoops.isEmpty {
+                s.runLoops[0].events.append(event)
+                if !s.runLoops[0].poked {
+                    s.runLoops[0].poked = true
+                    w.timers = [s.runLoops[0].timer]
+                }
+            } else {
+                s.queueEvents.append(event)
+                if !s.queuePoked {
+                    s.queuePoked = true
+                    if let queue = s.queue { w.queue = queue } else { w.global = true }
+                }
+            }
+            return w
+        }
+        if let wakeups { perform(wakeups) }
+    }
+}
+
+/// The weak half of the target form.
+///
+/// `@unchecked Sendable`: `target` is a weak reference (loading it is thread-safe) and
+/// `handler` is only called on the context the app scheduled the link on, the same confinement
+/// `CADisplayLink` gives its target.
+private final class WeakTarget<T: AnyObject>: @unchecked Sendable {
+    weak var target: T?
+    let handler: (T, DisplayLink) -> Void
+
+    init(_ target: T, _ handler: @escaping (T, DisplayLink) -> Void) {
+        self.target = target
+        self.handler = handler
+    }
+}

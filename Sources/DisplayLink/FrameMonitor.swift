@@ -1,0 +1,170 @@
+import Dispatch
+import Foundation
+import VsyncCore
+
+/// An FPS and hitch monitor on a ``DisplayLink`` (seed 001's `FPSMonitor` with seed 002's hang
+/// detector).
+///
+/// The callback rate reflects how busy the thread is, not the display: a monitor scheduled on
+/// the main run loop counts the frames that thread could actually have drawn. Every `window`
+/// seconds it reports the frames per second over that window, the frames the link skipped
+/// (because the thread or a callback was too slow), the callbacks that overran their
+/// `targetTimestamp`, and the hitches: gaps between callbacks longer than `hitchThreshold`.
+///
+/// The monitor does not retain its owner; it owns its link and invalidates it when released.
+public final class FrameMonitor: Sendable {
+    /// One window's figures.
+    public struct Report: Sendable, Equatable {
+        /// Callbacks per second over the window, from the frames' vblank timestamps.
+        public var framesPerSecond: Double
+        /// Callbacks in the window.
+        public var frames: Int
+        /// The window's length in seconds.
+        public var window: Double
+        /// Frames at the link's rate skipped in the window.
+        public var droppedFrames: Int
+        /// Callbacks whose `work` (or, without work, whose start) came after `targetTimestamp`:
+        /// the frame being prepared missed its deadline.
+        public var overruns: Int
+        /// Gaps between callbacks longer than the hitch threshold.
+        public var hitches: Int
+    }
+
+    /// A stall: two callbacks further apart than the threshold.
+    public struct Hitch: Sendable, Equatable {
+        /// The gap between the two callbacks, in seconds.
+        public var duration: Double
+        /// The CLOCK_MONOTONIC time the late callback ran, in seconds.
+        public var timestamp: Double
+        /// Frames skipped across the gap.
+        public var droppedFrames: Int
+    }
+
+    /// The link the monitor counts; schedule it with the monitor's ``add(to:forMode:)`` or ``start(on:)``.
+    public let link: DisplayLink
+    private let counter: Counter
+
+    /// Creates a monitor of `display`.
+    ///
+    /// - Parameters:
+    ///   - window: seconds per report; at least 1 (shorter values are raised to 1).
+    ///   - hitchThreshold: a gap between callbacks longer than this is a hitch (seed 002: 50 ms).
+    ///   - work: optional per-frame work to run and time; an overrun is counted when it ends after
+    ///     the frame's `targetTimestamp`.
+    ///   - onReport: called on the link's context at the end of each window.
+    ///   - onHitch: called on the link's context for every hitch.
+    public init(
+        display: DisplaySelector = .primary, socketPath: String? = nil,
+        window: Double = 1, hitchThreshold: Double = 0.05,
+        work: (@Sendable (DisplayLink) -> Void)? = nil,
+        onReport: @escaping @Sendable (Report) -> Void,
+        onHitch: (@Sendable (Hitch) -> Void)? = nil
+    ) {
+        let counter = Counter(
+            windowNs: UInt64(max(window, 1) * 1e9), hitchNs: UInt64(max(hitchThreshold, 0) * 1e9),
+            work: work, onReport: onReport, onHitch: onHitch)
+        self.counter = counter
+        // The handler holds the counter, not the monitor: no cycle through the link.
+        link = DisplayLink(display: display, socketPath: socketPath) { link in counter.record(link) }
+    }
+
+    deinit { link.invalidate() }
+
+    /// Monitors on `runLoop` in `mode` (seed 001 uses `.main`, `.common` to count in every mode).
+    public func add(to runLoop: RunLoop, forMode mode: RunLoop.Mode) { link.add(to: runLoop, forMode: mode) }
+
+    /// Monitors on a dispatch queue.
+    public func start(on queue: DispatchQueue) { link.start(on: queue) }
+
+    /// Stops monitoring for good.
+    public func invalidate() { link.invalidate() }
+
+    /// Totals since the monitor started (`framesPerSecond` over the whole run).
+    public var totals: Report { counter.totals }
+
+    /// Errors of the underlying link (no daemon, display gone).
+    public var errorHandler: (@Sendable (DisplayLinkError) -> Void)? {
+        get { link.errorHandler }
+        set { link.errorHandler = newValue }
+    }
+}
+
+/// The monitor's arithmetic; lives in the link's handler.
+private final class Counter: Sendable {
+    struct Window {
+        var startTimestampNs: UInt64 = 0
+        var frames = 0
+        var dropped = 0
+        var overruns = 0
+        var hitches = 0
+    }
+
+    struct State {
+        var window = Window()
+        var total = Window()
+        var lastCallbackNs: UInt64 = 0
+        var lastTimestampNs: UInt64 = 0
+    }
+
+    let windowNs: UInt64
+    let hitchNs: UInt64
+    let work: (@Sendable (DisplayLink) -> Void)?
+    let onReport: @Sendable (FrameMonitor.Report) -> Void
+    let onHitch: (@Sendable (FrameMonitor.Hitch) -> Void)?
+    private let state = Locked(State())
+
+    init(windowNs: UInt64, hitchNs: UInt64, work: (@Sendable (DisplayLink) -> Void)?,
+         onReport: @escaping @Sendable (FrameMonitor.Report) -> Void, onHitch: (@Sendable (FrameMonitor.Hitch) -> Void)?) {
+        self.windowNs = windowNs; self.hitchNs = hitchNs; self.work = work
+        self.onReport = onReport; self.onHitch = onHitch
+    }
+
+    func record(_ link: DisplayLink) {
+        guard let frame = link.currentFrame else { return }
+        let now = MonotonicClock.nanoseconds()
+        var ended = now
+        if let work {
+            work(link)
+            ended = MonotonicClock.nanoseconds()
+        }
+        let overran = ended > frame.targetTimestampNanoseconds
+        let (report, hitch) = state.withLock { s -> (FrameMonitor.Report?, FrameMonitor.Hitch?) in
+            var hitch: FrameMonitor.Hitch?
+            if s.lastCallbackNs > 0, now - s.lastCallbackNs > hitchNs {
+                hitch = FrameMonitor.Hitch(duration: Double(now - s.lastCallbackNs) / 1e9,
+                                           timestamp: Double(now) / 1e9, droppedFrames: frame.skipped)
+            }
+            s.lastCallbackNs = now
+            // As seed 001: the first callback only starts the clock.
+            guard s.window.startTimestampNs > 0 else {
+                s.window.startTimestampNs = frame.timestampNanoseconds
+                s.total.startTimestampNs = frame.timestampNanoseconds
+                return (nil, nil)
+            }
+            for w in [\State.window, \State.total] {
+                s[keyPath: w].frames += 1
+                s[keyPath: w].dropped += frame.skipped
+                if overran { s[keyPath: w].overruns += 1 }
+                if hitch != nil { s[keyPath: w].hitches += 1 }
+            }
+            s.lastTimestampNs = frame.timestampNanoseconds
+            guard frame.timestampNanoseconds >= s.window.startTimestampNs + windowNs else { return (nil, hitch) }
+            let report = Self.report(s.window, until: frame.timestampNanoseconds)
+            s.window = Window(startTimestampNs: frame.timestampNanoseconds)
+            return (report, hitch)
+        }
+        if let hitch { onHitch?(hitch) }
+        if let report { onReport(report) }
+    }
+
+    var totals: FrameMonitor.Report {
+        state.withLock { Self.report($0.total, until: $0.lastTimestampNs) }
+    }
+
+    private static func report(_ w: Window, until endNs: UInt64) -> FrameMonitor.Report {
+        let seconds = endNs > w.startTimestampNs ? Double(endNs - w.startTimestampNs) / 1e9 : 0
+        return FrameMonitor.Report(
+            framesPerSecond: seconds > 0 ? Double(w.frames) / seconds : 0, frames: w.frames, window: seconds,
+            droppedFrames: w.dropped, overruns: w.overruns, hitches: w.hitches)
+    }
+}

@@ -1,0 +1,50 @@
+import Glibc
+import VsyncCore
+
+/// One connected client socket. Lives on the event loop's thread only.
+///
+/// Output never blocks: control messages wait in a bounded `outbox`, ticks are coalesced per
+/// subscription (`Subscription.pending`). `blockedSinceNs` is set while the socket is full, so
+/// the server can disconnect a client that stays full past the stall bound.
+final class Client {
+    let fd: Int32
+    let pid: Int32
+    let uid: UInt32
+    var name = ""
+    /// Set by a successful HELLO.
+    var version: UInt16?
+    var subscriptions: [UInt32: Subscription] = [:]
+    var outbox: [[UInt8]] = []
+    var outboxHead = 0
+    /// Subscriptions with a pending tick, in the order they became pending.
+    var pendingTicks: [Subscription] = []
+    var blockedSinceNs: UInt64?
+    /// EPOLLOUT is registered.
+    var watchingOutput = false
+    /// Set when the client is being disconnected; nothing more is sent or read.
+    var closeReason: String?
+
+    static let maxOutbox = 256
+
+    init(fd: Int32, pid: Int32, uid: UInt32) {
+        self.fd = fd; self.pid = pid; self.uid = uid
+    }
+
+    var label: String { name.isEmpty ? "pid \(pid) uid \(uid)" : "pid \(pid) uid \(uid) '\(name)'" }
+
+    var isBlocked: Bool { blockedSinceNs != nil || outboxHead < outbox.count || !pendingTicks.isEmpty }
+
+    enum SendResult { case sent, full, failed(Int32) }
+
+    /// One non-blocking datagram send.
+    static func send(_ fd: Int32, _ base: UnsafeRawPointer?, _ count: Int) -> SendResult {
+        while true {
+            let n = Glibc.send(fd, base, count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
+            if n >= 0 { return .sent }
+            let e = errno
+            if e == EINTR { continue }
+            if e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS { return .full }
+            return .failed(e)
+        }
+    }
+}

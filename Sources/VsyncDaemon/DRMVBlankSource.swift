@@ -1,0 +1,219 @@
+import Glibc
+import Logging
+import VsyncCore
+import VsyncDRM
+
+/// Real vblanks from DRM: every CRTC of every card in /dev/dri (or those named with `--device`).
+///
+/// One vblank event is queued per active CRTC at a time and re-queued as each arrives, so the
+/// kernel keeps the interrupt on only while a subscriber is running. /dev/dri is watched with
+/// inotify so cards that come and go are noticed without polling.
+final class DRMVBlankSource: VBlankSource {
+    private let logger: Logger
+    private let explicitDevices: [String]
+    private var cards: [String: Card] = [:]
+    private var inotifyFD: Int32 = -1
+    private var tokens: [DisplayKey: UInt64] = [:]
+    private var keysByToken: [UInt64: DisplayKey] = [:]
+    private var active: Set<DisplayKey> = []
+    private var queued: Set<DisplayKey> = []
+    /// Connector seen on each CRTC, kept so a display that turns off keeps its name.
+    private var connectors: [DisplayKey: (id: UInt32, name: String)] = [:]
+    private var lastFound: [String: [SourceDisplay]] = [:]
+
+    init(devices: [String], logger: Logger) throws(DaemonError) {
+        self.logger = logger
+        self.explicitDevices = devices
+        let paths = devices.isEmpty ? Card.primaryNodePaths() : devices
+        guard !paths.isEmpty else {
+            throw DaemonError(DRMError(kind: .noDevice, errno: ENOENT, device: "/dev/dri", operation: "scan").description
+                + " (or use --source timer:HZ)")
+        }
+        var firstError: DRMError?
+        for path in paths {
+            do throws(DRMError) {
+                try open(path)
+            } catch {
+                // A card named on the command line must open; among discovered ones, skip the bad.
+                if !devices.isEmpty { throw DaemonError(error.description) }
+                logger.warning("skipping \(path): \(error)")
+                firstError = firstError ?? error
+            }
+        }
+        guard !cards.isEmpty else {
+            throw DaemonError(firstError?.description ?? "no usable DRM card in /dev/dri")
+        }
+        if devices.isEmpty {
+            inotifyFD = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+            if inotifyFD >= 0, inotify_add_watch(inotifyFD, "/dev/dri", UInt32(IN_CREATE | IN_DELETE)) < 0 {
+                logger.warning("cannot watch /dev/dri for new cards: \(errnoText()); cards added later are found only when one fails")
+                close(inotifyFD)
+                inotifyFD = -1
+            }
+        }
+    }
+
+    deinit {
+        if inotifyFD >= 0 { close(inotifyFD) }
+    }
+
+    private func open(_ path: String) throws(DRMError) {
+        let card = try Card(path: path)
+        guard card.hasMonotonicTimestamps else {
+            throw DRMError(kind: .other, errno: 0, device: path, operation: "DRM_CAP_TIMESTAMP_MONOTONIC is 0: its timestamps are not CLOCK_MONOTONIC")
+        }
+        cards[path] = card
+        logger.info("opened \(path) (\(card.driverName), \(card.vblankMethod.rawValue), CRTCs \(card.crtcIDs.map(String.init).joined(separator: ", ")))")
+    }
+
+    var isSynthetic: Bool { false }
+
+    var pollDescriptors: [Int32] {
+        cards.values.map(\.fileDescriptor) + (inotifyFD >= 0 ? [inotifyFD] : [])
+    }
+
+    private func deviceName(_ path: String) -> String {
+        String(path.split(separator: "/").last ?? Substring(path))
+    }
+
+    private func display(_ key: DisplayKey, crtc: CRTC) -> SourceDisplay {
+        let connector = connectors[key]
+        let timings = crtc.mode?.timings
+        return SourceDisplay(
+            key: key, connectorID: connector?.id ?? 0, connectorName: connector?.name ?? "CRTC-\(crtc.id)",
+            deviceName: deviceName(key.device), isActive: crtc.isActive, refresh: crtc.mode?.refreshRate,
+            width: timings?.hdisplay ?? 0, height: timings?.vdisplay ?? 0)
+    }
+
+    private func drop(_ path: String, reason: String) {
+        lastFound[path] = nil
+        guard cards.removeValue(forKey: path) != nil else { return }
+        logger.warning("closed \(path): \(reason)")
+        for key in active where key.device == path { active.remove(key) }
+        for key in queued where key.device == path { queued.remove(key) }
+    }
+
+    func rescan() -> [SourceDisplay] {
+        if explicitDevices.isEmpty {
+            let present = Set(Card.primaryNodePaths())
+            for path in cards.keys where !present.contains(path) { drop(path, reason: "device node removed") }
+            for path in present.sorted() where cards[path] == nil {
+                do throws(DRMError) { try open(path) } catch { logger.warning("skipping \(path): \(error)") }
+            }
+        }
+        var found: [SourceDisplay] = []
+        for path in cards.keys.sorted() {
+            guard let card = cards[path] else { continue }
+            let resources: CardResources
+            do throws(DRMError) {
+                resources = try card.resources()
+            } catch {
+                if error.kind == .deviceGone {
+                    drop(path, reason: error.description)
+                } else {
+                    // A transient failure must not look like the card's displays vanished.
+                    logger.error("\(error)")
+                    found += lastFound[path] ?? []
+                }
+                continue
+            }
+            var cardDisplays: [SourceDisplay] = []
+            for crtc in resources.crtcs {
+                let key = DisplayKey(device: path, crtcID: crtc.id)
+                if let c = resources.connectors(of: crtc).first { connectors[key] = (c.id, c.name) }
+                cardDisplays.append(display(key, crtc: crtc))
+            }
+            lastFound[path] = cardDisplays
+            found += cardDisplays
+        }
+        return found
+    }
+
+    func refresh(_ key: DisplayKey) -> SourceDisplay? {
+        guard let card = cards[key.device] else { return nil }
+        do throws(DRMError) {
+            return display(key, crtc: try card.crtc(id: key.crtcID))
+        } catch {
+            switch error.kind {
+            case .deviceGone: drop(key.device, reason: error.description); return nil
+            case .unknownCRTC: return nil
+            default:
+                logger.error("\(error)")
+                return nil
+            }
+        }
+    }
+
+    private func token(_ key: DisplayKey) -> UInt64 {
+        if let t = tokens[key] { return t }
+        let t = UInt64(tokens.count + 1)
+        tokens[key] = t
+        keysByToken[t] = key
+        return t
+    }
+
+    private func failure(_ error: DRMError) -> VBlankFailure {
+        switch error.kind {
+        case .crtcOff: .off
+        case .deviceGone: .gone
+        default: .other(error.description)
+        }
+    }
+
+    private func queue(_ key: DisplayKey) throws(VBlankFailure) {
+        guard let card = cards[key.device] else { throw .gone }
+        guard !queued.contains(key) else { return }
+        do throws(DRMError) {
+            try card.queueVBlank(crtcID: key.crtcID, token: token(key))
+            queued.insert(key)
+        } catch {
+            if error.kind == .deviceGone { drop(key.device, reason: error.description) }
+            throw failure(error)
+        }
+    }
+
+    func setActive(_ key: DisplayKey, _ on: Bool) throws(VBlankFailure) {
+        if on {
+            active.insert(key)
+            do throws(VBlankFailure) { try queue(key) } catch { active.remove(key); throw error }
+        } else {
+            // An event already queued still arrives once; it is then not re-queued.
+            active.remove(key)
+        }
+    }
+
+    func readEvents(from fd: Int32) -> [SourceEvent] {
+        if fd == inotifyFD {
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while buffer.withUnsafeMutableBytes({ read(fd, $0.baseAddress, $0.count) }) > 0 {}
+            return [.devicesChanged]
+        }
+        guard let (path, card) = cards.first(where: { $0.value.fileDescriptor == fd }) else { return [] }
+        let events: [VBlankEvent]
+        do throws(DRMError) {
+            events = try card.readEvents()
+        } catch {
+            if error.kind == .deviceGone {
+                let keys = active.filter { $0.device == path }
+                drop(path, reason: error.description)
+                return keys.map { .failed($0, .gone) } + [.devicesChanged]
+            }
+            logger.error("\(error)")
+            return []
+        }
+        var out: [SourceEvent] = []
+        for event in events {
+            guard let key = keysByToken[event.token] else { continue }
+            queued.remove(key)
+            guard active.contains(key) else { continue }
+            out.append(.vblank(key, sequence: event.sequence, timestampNs: event.timestampNs))
+            do throws(VBlankFailure) {
+                try queue(key)
+            } catch {
+                active.remove(key)
+                out.append(.failed(key, error))
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,54 @@
+import Glibc
+import Logging
+
+/// vsyncd's entry point: wires the source, the socket and systemd together and serves.
+public enum Daemon {
+    /// Runs until SIGTERM or SIGINT; returns normally then (exit 0). Throws the one-line reason
+    /// vsyncd cannot start (no permission on the card, socket in use, …).
+    public static func run(_ configuration: DaemonConfiguration, logger: Logger,
+                           environment: [String: String] = currentEnvironment()) throws(DaemonError) {
+        // Signals arrive through a signalfd in the loop, never as handlers.
+        var mask = sigset_t()
+        sigemptyset(&mask)
+        sigaddset(&mask, SIGTERM)
+        sigaddset(&mask, SIGINT)
+        pthread_sigmask(SIG_BLOCK, &mask, nil)
+        signal(SIGPIPE, SIG_IGN)
+        let signalFD = LinuxCalls.signalfd(-1, &mask, O_NONBLOCK | O_CLOEXEC)
+        guard signalFD >= 0 else { throw DaemonError("signalfd failed: \(errnoText())") }
+        defer { close(signalFD) }
+
+        let source: VBlankSource
+        switch configuration.source {
+        case .timer(let hz):
+            source = try TimerVBlankSource(hertz: hz)
+            logger.info("source: software timer at \(hz) Hz (ticks flagged synthetic)")
+        case .drm:
+            source = try DRMVBlankSource(devices: configuration.devices, logger: logger)
+        }
+
+        let listener: ListeningSocket
+        if let activated = try ListeningSocket.activated(environment: environment) {
+            listener = activated
+        } else {
+            listener = try ListeningSocket.bind(
+                path: configuration.resolvedSocketPath(environment: environment),
+                group: configuration.group, logger: logger)
+        }
+        let notifier = SystemdNotifier(environment: environment)
+        let server = try Server(configuration: configuration, source: source, listener: listener,
+                                notifier: notifier, signalFD: signalFD, logger: logger)
+        try server.run()
+    }
+
+    public static func currentEnvironment() -> [String: String] {
+        var env: [String: String] = [:]
+        var p = environ
+        while let entry = p.pointee {
+            let s = String(cString: entry)
+            if let eq = s.firstIndex(of: "=") { env[String(s[..<eq])] = String(s[s.index(after: eq)...]) }
+            p += 1
+        }
+        return env
+    }
+}

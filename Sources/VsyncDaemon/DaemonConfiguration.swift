@@ -1,0 +1,47 @@
+/// Everything vsyncd is told on its command line and in its environment.
+public struct DaemonConfiguration: Sendable {
+    public enum SourceKind: Sendable, Equatable {
+        case drm
+        /// A software clock at this rate (`--source timer:HZ`).
+        case timer(hertz: Double)
+
+        /// Parses "drm" or "timer:HZ"; nil if neither.
+        public init?(argument: String) {
+            if argument == "drm" { self = .drm; return }
+            guard argument.hasPrefix("timer:"), let hz = Double(argument.dropFirst(6)), hz.isFinite, hz > 0 else {
+                return nil
+            }
+            self = .timer(hertz: hz)
+        }
+    }
+
+    public static let defaultSocketPath = "/run/vsyncd/vsyncd.sock"
+
+    /// Nil: `$VSYNCD_SOCKET`, else `defaultSocketPath`.
+    public var socketPath: String?
+    /// DRM cards to watch; empty: every /dev/dri/card*.
+    public var devices: [String]
+    public var source: SourceKind
+    /// Group that may connect (socket mode 0660).
+    public var group: String
+    public var maxClients: Int
+    /// Seconds a client's socket may stay full before it is disconnected.
+    public var stallTimeout: Double
+    public var maxSubscriptionsPerClient: Int
+
+    public init(
+        socketPath: String? = nil, devices: [String] = [], source: SourceKind = .drm, group: String = "video",
+        maxClients: Int = 1024, stallTimeout: Double = 2, maxSubscriptionsPerClient: Int = 64
+    ) {
+        self.socketPath = socketPath; self.devices = devices; self.source = source; self.group = group
+        self.maxClients = maxClients; self.stallTimeout = stallTimeout
+        self.maxSubscriptionsPerClient = maxSubscriptionsPerClient
+    }
+
+    /// `--socket`, else `$VSYNCD_SOCKET`, else the default.
+    public func resolvedSocketPath(environment: [String: String]) -> String {
+        if let p = socketPath, !p.isEmpty { return p }
+        if let p = environment["VSYNCD_SOCKET"], !p.isEmpty { return p }
+        return Self.defaultSocketPath
+    }
+}

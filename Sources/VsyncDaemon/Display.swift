@@ -1,0 +1,54 @@
+import VsyncCore
+
+/// The daemon's state for one display: what the source says, the refresh model, subscribers.
+final class Display {
+    let id: UInt32
+    var source: SourceDisplay
+    var model: RefreshModel
+    var state: DisplayState
+    var subscriptions: [Subscription] = []
+    /// Vblank events are requested from the source.
+    var vblankActive = false
+    /// Last time the CRTC was re-read (mode re-check, off → on polling).
+    var lastRecheckNs: UInt64 = 0
+    var lastSample: (sequence: UInt64, timestampNs: UInt64)?
+    /// Re-reads prompted by a deviating interval that found the mode unchanged, in a row.
+    var fruitlessRechecks = 0
+
+    static let fallbackPeriodNs = 1e9 / 60
+
+    init(id: UInt32, source: SourceDisplay) {
+        self.id = id
+        self.source = source
+        self.state = source.isActive ? .on : .off
+        self.model = RefreshModel(nominalPeriodNs: source.refresh?.periodNanoseconds ?? Self.fallbackPeriodNs)
+    }
+
+    var key: DisplayKey { source.key }
+
+    /// The refresh rate used for rate mapping: the mode's exact rate, else the model's estimate.
+    var refreshHz: Double { source.refresh?.hertz ?? model.refreshHz }
+
+    var periodNs: UInt64 { UInt64(model.periodNs.rounded()) }
+
+    var wantsVBlank: Bool { state == .on && subscriptions.contains { !$0.paused } }
+
+    /// Starts the model over for a new mode.
+    func resetModel() {
+        model.reset(nominalPeriodNs: source.refresh?.periodNanoseconds ?? Self.fallbackPeriodNs)
+        lastSample = nil
+        fruitlessRechecks = 0
+    }
+
+    func info(isPrimary: Bool, synthetic: Bool) -> DisplayInfo {
+        var flags: DisplayFlags = synthetic ? .synthetic : .hardwareClock
+        if isPrimary { flags.insert(.primary) }
+        return DisplayInfo(
+            displayID: id, crtcID: source.key.crtcID, connectorID: source.connectorID,
+            state: state, flags: flags,
+            refreshMillihertz: state == .on ? (source.refresh?.millihertz ?? 0) : 0,
+            periodNs: state == .on ? periodNs : 0,
+            width: source.width, height: source.height,
+            connectorName: source.connectorName, deviceName: source.deviceName)
+    }
+}

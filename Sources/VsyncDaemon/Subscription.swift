@@ -1,0 +1,36 @@
+import VsyncCore
+
+/// One SUBSCRIBE of one client: held by its client (by id) and by its display (for broadcast).
+final class Subscription {
+    let id: UInt32
+    // Strong on purpose: a broadcast iterates a copy of a display's subscriptions and may
+    // disconnect a client midway, so a subscription must keep its client and display alive.
+    // The cycles are broken when the server drops the subscription (unsubscribe, disconnect,
+    // display removed), which clears both sides.
+    let client: Client
+    let display: Display
+    var range: FrameRateRange
+    var divisor: UInt32
+    var paused: Bool
+    /// The newest tick not yet sent (the client's socket was full): ticks are coalesced here,
+    /// never queued.
+    var pending: Tick?
+    /// Due ticks not delivered since the last delivered one (replaced while pending, or never
+    /// seen because the vblank was missed).
+    var skipped: UInt32 = 0
+    /// Sequence of the last due tick, to count due ticks that never came.
+    var lastDueSequence: UInt64?
+
+    init(id: UInt32, client: Client, display: Display, range: FrameRateRange, divisor: UInt32, paused: Bool) {
+        self.id = id; self.client = client; self.display = display
+        self.range = range; self.divisor = divisor; self.paused = paused
+    }
+
+    /// Forgets coalesced state: after pause, a rate change or a display going off, the next
+    /// tick starts a fresh count.
+    func resetDelivery() {
+        pending = nil
+        skipped = 0
+        lastDueSequence = nil
+    }
+}

@@ -1,0 +1,79 @@
+import Glibc
+import VsyncCore
+
+/// A software vblank clock (`--source timer:HZ`) for benchmarks and machines without a display.
+///
+/// Vblank n is at `epoch + n · period` exactly, so sequences and timestamps are ideal and the
+/// sequence keeps counting while nobody listens (as a real vblank counter does). A timerfd armed
+/// for the next period wakes the loop only while the display is active. Its display is named
+/// "timer" and its ticks are flagged synthetic.
+final class TimerVBlankSource: VBlankSource {
+    static let key = DisplayKey(device: "timer", crtcID: 0)
+
+    let rate: RefreshRate
+    private let periodNs: Double
+    private let epochNs: UInt64
+    private let timer: TimerFD
+    private var active = false
+    private var lastSequence: UInt64?
+
+    init(hertz: Double) throws(DaemonError) {
+        guard hertz.isFinite, hertz >= 1, hertz <= 1000 else {
+            throw DaemonError("timer rate \(hertz) Hz is out of range: use --source timer:HZ with 1 ≤ HZ ≤ 1000")
+        }
+        rate = RefreshRate(hertz: hertz)
+        periodNs = rate.periodNanoseconds
+        epochNs = monotonicNow()
+        timer = try TimerFD()
+    }
+
+    var isSynthetic: Bool { true }
+    var pollDescriptors: [Int32] { [timer.fd] }
+
+    private var display: SourceDisplay {
+        SourceDisplay(key: Self.key, connectorID: 0, connectorName: "timer", deviceName: "timer",
+                      isActive: true, refresh: rate, width: 0, height: 0)
+    }
+
+    func rescan() -> [SourceDisplay] { [display] }
+
+    func refresh(_ key: DisplayKey) -> SourceDisplay? { key == Self.key ? display : nil }
+
+    func setActive(_ key: DisplayKey, _ on: Bool) throws(VBlankFailure) {
+        guard key == Self.key else { throw .gone }
+        guard on != active else { return }
+        active = on
+        if on { armNext(after: monotonicNow()) } else { timer.disarm() }
+    }
+
+    private func timestamp(_ sequence: UInt64) -> UInt64 {
+        epochNs + UInt64((Double(sequence) * periodNs).rounded())
+    }
+
+    private func sequence(at now: UInt64) -> UInt64 {
+        now <= epochNs ? 0 : UInt64((Double(now - epochNs) / periodNs).rounded(.down))
+    }
+
+    private func armNext(after now: UInt64) {
+        var next = sequence(at: now) + 1
+        if let last = lastSequence, next <= last { next = last + 1 }
+        timer.arm(atNs: timestamp(next))
+    }
+
+    func readEvents(from fd: Int32) -> [SourceEvent] {
+        guard fd == timer.fd else { return [] }
+        timer.drain()
+        guard active else { return [] }
+        let now = monotonicNow()
+        var seq = sequence(at: now)
+        // Rounding can put `now` a hair before the boundary the timer fired for.
+        if timestamp(seq + 1) <= now { seq += 1 }
+        var events: [SourceEvent] = []
+        if lastSequence.map({ seq > $0 }) ?? true {
+            lastSequence = seq
+            events.append(.vblank(Self.key, sequence: seq, timestampNs: timestamp(seq)))
+        }
+        armNext(after: now)
+        return events
+    }
+}

@@ -1,0 +1,64 @@
+import VsyncCore
+
+/// Names one display (a CRTC on a card) across rescans.
+struct DisplayKey: Hashable, Sendable, CustomStringConvertible {
+    /// "/dev/dri/card0", or "timer".
+    var device: String
+    var crtcID: UInt32
+    var description: String { "\(device) CRTC \(crtcID)" }
+}
+
+/// What a source knows about one display right now.
+struct SourceDisplay: Equatable, Sendable {
+    var key: DisplayKey
+    var connectorID: UInt32
+    var connectorName: String
+    /// "card0", or "timer".
+    var deviceName: String
+    /// Has a mode (is lit).
+    var isActive: Bool
+    var refresh: RefreshRate?
+    var width: UInt16
+    var height: UInt16
+
+    /// Same mode as `other` (a change here is a modeChanged event).
+    func sameMode(as other: SourceDisplay) -> Bool {
+        refresh == other.refresh && width == other.width && height == other.height
+    }
+}
+
+/// Why vblank events for a display stopped.
+enum VBlankFailure: Error, Equatable, Sendable {
+    /// The CRTC has no mode (EINVAL on the wait).
+    case off
+    /// The card went away (ENODEV).
+    case gone
+    case other(String)
+}
+
+enum SourceEvent: Sendable {
+    case vblank(DisplayKey, sequence: UInt64, timestampNs: UInt64)
+    case failed(DisplayKey, VBlankFailure)
+    /// Cards may have come or gone (/dev/dri changed): rescan.
+    case devicesChanged
+}
+
+/// Where vblanks come from: DRM (`DRMVBlankSource`) or a software clock (`TimerVBlankSource`).
+///
+/// Driven by the server's one epoll loop: the server polls `pollDescriptors`, calls
+/// `readEvents(from:)` when one is readable, and turns events on per display only while a
+/// subscriber is running (`setActive`). A source must never block.
+protocol VBlankSource: AnyObject {
+    /// Ticks come from a software clock, not a display.
+    var isSynthetic: Bool { get }
+    /// Descriptors to watch for EPOLLIN; may change after `rescan()`.
+    var pollDescriptors: [Int32] { get }
+    /// Every display there is now (opens new cards, drops gone ones).
+    func rescan() -> [SourceDisplay]
+    /// Re-reads one display (its CRTC's mode). Nil: it no longer exists.
+    func refresh(_ key: DisplayKey) -> SourceDisplay?
+    /// Starts or stops vblank events for a display.
+    func setActive(_ key: DisplayKey, _ active: Bool) throws(VBlankFailure)
+    /// Reads what is ready on `fd`; re-arms active displays for their next vblank.
+    func readEvents(from fd: Int32) -> [SourceEvent]
+}

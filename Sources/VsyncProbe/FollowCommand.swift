@@ -1,0 +1,95 @@
+import ArgumentParser
+import DisplayLink
+import Foundation
+import VsyncCore
+
+/// `vsync-probe follow`: a DisplayLink client that prints every tick vsyncd sends it.
+struct FollowCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "follow",
+        abstract: "Follow a display's ticks through vsyncd with a DisplayLink and print each one.",
+        discussion: """
+            Runs until --frames ticks or Ctrl-C, then prints a summary: achieved rate, ticks, \
+            skipped frames and tick latency (when the library read the tick minus its vblank \
+            timestamp). Exits 1 when no vsyncd answers.
+            """
+    )
+
+    @Option(help: "vsyncd socket (default: $VSYNCD_SOCKET, else /run/vsyncd/vsyncd.sock).")
+    var socket: String?
+
+    @Option(help: "Display: 'primary', a connector name (Virtual-1, HDMI-A-1, timer), crtc:ID or display:ID.")
+    var display: String = "primary"
+
+    @Option(help: "Preferred frames per second; 0 means the display's maximum.")
+    var fps: Int?
+
+    @Option(help: "Frame rate range MIN:MAX:PREF, like CAFrameRateRange (MAX 0: no upper bound).")
+    var range: String?
+
+    @Option(help: "Stop after this many ticks (default: run until Ctrl-C).")
+    var frames: Int?
+
+    @Flag(help: "One JSON object per tick, then one with \"summary\": true.")
+    var json = false
+
+    func validate() throws {
+        if fps != nil && range != nil { throw ValidationError("give --fps or --range, not both") }
+        if let fps, fps < 0 { throw ValidationError("--fps must be 0 (maximum) or more") }
+        if let frames, frames < 1 { throw ValidationError("--frames must be at least 1") }
+        if let range { _ = try Self.parseRange(range) }
+        _ = try Self.parseSelector(display)
+    }
+
+    static func parseRange(_ text: String) throws -> FrameRateRange {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false).map { Float($0) }
+        guard parts.count == 3, let min = parts[0], let max = parts[1], let pref = parts[2] else {
+            throw ValidationError("--range must be MIN:MAX:PREF, e.g. 20:60:30")
+        }
+        do {
+            return try FrameRateRange(minimum: min, maximum: max, preferred: pref)
+        } catch {
+            throw ValidationError("--range \(text): \(error.description)")
+        }
+    }
+
+    static func parseSelector(_ text: String) throws -> DisplaySelector {
+        if text == "primary" { return .primary }
+        for (prefix, make) in [("crtc:", DisplaySelector.crtc), ("display:", DisplaySelector.display)] where text.hasPrefix(prefix) {
+            guard let id = UInt32(text.dropFirst(prefix.count)) else {
+                throw ValidationError("--display \(text): expected \(prefix)ID with a number")
+            }
+            return make(id)
+        }
+        guard !text.isEmpty, text.utf8.count <= WireProtocol.nameSize else {
+            throw ValidationError("--display must be a connector name of 1 to \(WireProtocol.nameSize) bytes")
+        }
+        return .connector(text)
+    }
+
+    func run() throws {
+        let selector = try Self.parseSelector(display)
+        let follower = Follower(json: json, limit: frames)
+        let link = DisplayLink(display: selector, socketPath: socket) { link in follower.tick(link) }
+        if let range {
+            link.preferredFrameRateRange = try Self.parseRange(range)
+        } else if let fps {
+            link.preferredFramesPerSecond = fps
+        }
+        link.errorHandler = { error in follower.failed(error) }
+
+        // Ctrl-C ends the run with a summary, like --frames.
+        signal(SIGINT, SIG_IGN)
+        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        interrupt.setEventHandler { follower.finish() }
+        interrupt.resume()
+
+        link.start(on: DispatchQueue(label: "vsync-probe.follow", qos: .userInteractive))
+        follower.waitUntilDone()
+        link.invalidate()
+        interrupt.cancel()
+
+        if let fatal = follower.fatalError { throw Failure.exit(fatal.description) }
+        follower.printSummary(link: link, requested: range ?? fps.map(String.init) ?? "max")
+    }
+}

@@ -1,0 +1,189 @@
+import Foundation
+import Glibc
+import Testing
+import VsyncCore
+
+/// Starts the real `vsyncd` binary (built next to the test bundle) on a socket in a temp dir.
+final class DaemonProcess {
+    let process = Process()
+    let directory: URL
+    let socketPath: String
+    let logURL: URL
+
+    /// The built `vsyncd`: next to this test binary in the build directory.
+    static var binaryPath: String {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        let exe = n > 0 ? String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
+        var dir = URL(fileURLWithPath: exe).deletingLastPathComponent()
+        // The xctest may sit inside a bundle directory on some layouts.
+        for _ in 0..<4 {
+            let candidate = dir.appendingPathComponent("vsyncd").path
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+            dir = dir.deletingLastPathComponent()
+        }
+        return URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("vsyncd").path
+    }
+
+    init(hertz: Double = 60, extra: [String] = [], environment: [String: String] = [:],
+         launcher: [String] = [], socketPath: String? = nil, waitForSocket: Bool = true) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("vsyncd-test-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        self.socketPath = socketPath ?? directory.appendingPathComponent("s.sock").path
+        logURL = directory.appendingPathComponent("vsyncd.log")
+        _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
+        let daemonArguments = ["--source", "timer:\(hertz)", "--socket", self.socketPath, "--log-level", "debug"] + extra
+        if launcher.isEmpty {
+            process.executableURL = URL(fileURLWithPath: Self.binaryPath)
+            process.arguments = daemonArguments
+        } else {
+            // e.g. systemd-socket-activate, which then runs vsyncd in the same process.
+            process.executableURL = URL(fileURLWithPath: launcher[0])
+            process.arguments = Array(launcher.dropFirst()) + [Self.binaryPath] + daemonArguments
+        }
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
+        let log = try FileHandle(forWritingTo: logURL)
+        process.standardError = log
+        process.standardOutput = log
+        try process.run()
+        if waitForSocket { try waitUntilListening() }
+    }
+
+    func waitUntilListening(timeout: Double = 10) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let c = try? RawClient(path: socketPath) { _ = c; return }
+            guard process.isRunning else { break }
+            usleep(20_000)
+        }
+        throw HarnessError("vsyncd did not start listening on \(socketPath); log:\n\(log)")
+    }
+
+    var pid: Int32 { process.processIdentifier }
+    var log: String { (try? String(contentsOf: logURL, encoding: .utf8)) ?? "" }
+
+    /// SIGTERM and wait; returns the exit status.
+    @discardableResult
+    func stop() -> Int32 {
+        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+struct HarnessError: Error, CustomStringConvertible {
+    let description: String
+    init(_ d: String) { description = d }
+}
+
+enum Received: Equatable {
+    case message(ServerMessage)
+    case closed
+    case timeout
+}
+
+/// A raw SOCK_SEQPACKET client speaking the wire protocol through VsyncCore's codec.
+final class RawClient {
+    let fd: Int32
+
+    init(path: String) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0)
+        guard fd >= 0 else { throw HarnessError("socket: \(errno)") }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, b) in path.utf8.enumerated() { raw[i] = b }
+        }
+        let rc = withUnsafePointer(to: &address) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard rc == 0 else {
+            let e = errno
+            close(fd)
+            throw HarnessError("connect \(path): \(String(cString: strerror(e)))")
+        }
+    }
+
+    deinit { close(fd) }
+
+    func send(_ bytes: [UInt8]) {
+        _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    func send(_ message: ClientMessage) { send(message.encoded()) }
+
+    /// The next message within `timeout` seconds.
+    func receive(timeout: Double = 2) -> Received {
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&pfd, 1, Int32(timeout * 1000)) > 0 else { return .timeout }
+        var buffer = [UInt8](repeating: 0, count: 8192)
+        let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        guard n > 0 else { return .closed }
+        guard let message = try? ServerMessage.decode(Array(buffer[0..<n])) else { return .timeout }
+        return .message(message)
+    }
+
+    /// Skips non-tick messages; nil on timeout or close.
+    func nextTick(timeout: Double = 2) -> Tick? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            switch receive(timeout: deadline.timeIntervalSinceNow) {
+            case .message(.tick(let t)): return t
+            case .message: continue
+            case .closed, .timeout: return nil
+            }
+        }
+        return nil
+    }
+
+    /// Everything already in the socket, without waiting.
+    func drain() -> [ServerMessage] {
+        var out: [ServerMessage] = []
+        while case .message(let m) = receive(timeout: 0) { out.append(m) }
+        return out
+    }
+
+    /// Reads until the server closes the connection (skipping what comes first).
+    func waitForClose(timeout: Double = 3) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            switch receive(timeout: max(0, deadline.timeIntervalSinceNow)) {
+            case .closed: return true
+            case .timeout: return false
+            case .message: continue
+            }
+        }
+        return false
+    }
+
+    @discardableResult
+    func handshake(name: String = "test") throws -> Welcome {
+        send(.hello(Hello(minVersion: 1, maxVersion: 1, clientName: name)))
+        guard case .message(.welcome(let w)) = receive() else { throw HarnessError("no WELCOME") }
+        return w
+    }
+
+    func subscribe(_ id: UInt32, fps: Int, flags: SubscribeFlags = [], selector: DisplaySelector = .primary) throws -> Subscribed {
+        send(.subscribe(Subscribe(subscriptionID: id, selector: selector, range: FrameRateRange(preferredFramesPerSecond: fps), flags: flags)))
+        while true {
+            switch receive() {
+            case .message(.subscribed(let s)): return s
+            case .message(.tick): continue
+            case let other: throw HarnessError("expected SUBSCRIBED, got \(other)")
+            }
+        }
+    }
+}
+
+func monotonicNowNs() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}

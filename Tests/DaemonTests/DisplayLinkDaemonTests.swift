@@ -1,0 +1,278 @@
+import DisplayLink
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+import VsyncCore
+
+/// DisplayLink against the REAL vsyncd (`--source timer:60` on a temp socket), and
+/// `vsync-probe follow` against it.
+extension DisplayLinkTests {
+    @Suite
+    struct Daemon {
+        /// Timestamps of a 60 Hz timer source: the period is 1/60 s rounded to whole ns.
+        static let toleranceNs: UInt64 = 2
+
+        static func close(_ a: UInt64, _ b: UInt64, within tolerance: UInt64 = toleranceNs) -> Bool {
+            (a > b ? a - b : b - a) <= tolerance
+        }
+
+        @Test func thirtyFramesPerSecondOnASixtyHertzDisplay() async throws {
+            let daemon = try DisplayLinkDaemonProcess(hz: 60)
+            defer { daemon.stop() }
+            let recorder = LinkRecorder()
+            let link = DisplayLink(socketPath: daemon.socketPath, handler: recorder.handler())
+            link.preferredFramesPerSecond = 30
+            #expect(link.preferredFramesPerSecond == 30)
+            link.start(on: DispatchQueue(label: "thirty"))
+            #expect(await eventually(timeout: 1) { recorder.count >= 1 })
+            let started = recorder.count
+            await sleep(seconds: 2)
+            link.invalidate()
+            let samples = Array(recorder.all.dropFirst(started))
+            // 2 s at 30 Hz: 60 callbacks, give or take scheduling at the edges.
+            #expect(samples.count >= 50 && samples.count <= 62, "\(samples.count) callbacks in 2 s")
+            #expect(link.maximumFramesPerSecond == 60)
+            #expect(link.isSynthetic)
+            let period = samples[0].frame.durationNanoseconds
+            #expect(Self.close(period, 16_666_667, within: 1))
+            for s in samples {
+                #expect(s.frame.sequence % 2 == 0, "a 30 Hz link ticks on even vblanks")
+                #expect(Self.close(s.frame.targetTimestampNanoseconds - s.frame.timestampNanoseconds, 2 * period))
+                #expect(s.frame.durationNanoseconds == period)
+                #expect(abs(s.duration - 1.0 / 60) < 1e-6)
+                #expect(s.calledNs >= s.frame.timestampNanoseconds)
+                #expect(s.frame.flags.contains(.synthetic))
+            }
+            for (a, b) in zip(samples, samples.dropFirst()) where b.frame.skipped == 0 {
+                #expect(b.frame.sequence - a.frame.sequence == 2)
+                #expect(Self.close(b.frame.timestampNanoseconds - a.frame.timestampNanoseconds, 2 * period, within: 10))
+                // The target of one frame is the timestamp of the next.
+                #expect(Self.close(a.frame.targetTimestampNanoseconds, b.frame.timestampNanoseconds, within: 10))
+            }
+            // Callbacks come shortly after their vblank.
+            let ages = samples.map { Double($0.calledNs - $0.frame.timestampNanoseconds) / 1e6 }.sorted()
+            #expect(ages[ages.count / 2] < 8, "median callback age \(ages[ages.count / 2]) ms")
+        }
+
+        @Test func rateRangeAndLiveRateChange() async throws {
+            let daemon = try DisplayLinkDaemonProcess(hz: 60)
+            defer { daemon.stop() }
+            let recorder = LinkRecorder()
+            let link = DisplayLink(socketPath: daemon.socketPath, handler: recorder.handler())
+            link.preferredFrameRateRange = try FrameRateRangeForTests.make(10, 25, 20)
+            link.start(on: DispatchQueue(label: "range"))
+            #expect(await eventually(timeout: 1.5) { recorder.count >= 5 })
+            let interval = { (s: LinkSample) in s.frame.targetTimestampNanoseconds - s.frame.timestampNanoseconds }
+            let period = recorder.all[0].frame.durationNanoseconds
+            #expect(Self.close(interval(recorder.all.last!), 3 * period), "20 Hz in 10…25 on 60 Hz: every third vblank")
+            link.preferredFramesPerSecond = 0
+            #expect(await eventually(timeout: 1) { recorder.all.last.map { Self.close(interval($0), period) } ?? false })
+            link.invalidate()
+        }
+
+        @Test func pauseAndInvalidateStopTicks() async throws {
+            let daemon = try DisplayLinkDaemonProcess(hz: 60)
+            defer { daemon.stop() }
+            let recorder = LinkRecorder()
+            let link = DisplayLink(socketPath: daemon.socketPath, handler: recorder.handler())
+            link.start(on: DispatchQueue(label: "pause"))
+            #expect(await eventually(timeout: 1.5) { recorder.count >= 5 })
+            link.isPaused = true
+            await sleep(seconds: 0.1)
+            let paused = recorder.count
+            await sleep(seconds: 0.4)
+            #expect(recorder.count == paused)
+            link.isPaused = false
+            #expect(await eventually(timeout: 1) { recorder.count >= paused + 5 })
+            link.invalidate()
+            link.invalidate()
+            await sleep(seconds: 0.05)
+            let after = recorder.count
+            await sleep(seconds: 0.3)
+            #expect(recorder.count == after)
+        }
+
+        @Test func runLoopDeliveryAndSlowHandler() async throws {
+            let daemon = try DisplayLinkDaemonProcess(hz: 60)
+            defer { daemon.stop() }
+            let recorder = LinkRecorder()
+            let calls = Atomic<Int>(0)
+            let link = DisplayLink(socketPath: daemon.socketPath) { link in
+                recorder.record(link)
+                let n = calls.add(1, ordering: .relaxed).newValue
+                if n >= 20 && n < 23 { usleep(80_000) }  // calls 20–22 (samples 19–21) are slow
+            }
+            let thread = RunLoopThread(setup: { link.add(to: $0, forMode: .default) }, schedule: [(.default, 1.5)])
+            await thread.waitUntilFinished()
+            link.invalidate()
+            let samples = recorder.all
+            #expect(samples.count >= 50 && samples.count <= 90, "\(samples.count) callbacks in 1.5 s")
+            #expect(samples.allSatisfy { $0.mode == RunLoop.Mode.default.rawValue })
+            let afterSlow = samples[20...22].map(\.frame.skipped)
+            #expect(afterSlow.allSatisfy { $0 >= 3 }, "skipped after 80 ms callbacks: \(afterSlow)")
+            // No backlog behind the slow callbacks: later ones run soon after their vblank.
+            let ages = samples[22...].map { Double($0.calledNs - $0.frame.timestampNanoseconds) / 1e6 }.sorted()
+            #expect(ages[ages.count * 9 / 10] < 40, "callback ages after the slow phase (ms): \(ages)")
+        }
+
+        @Test func reconnectsWithinASecondAfterTheDaemonIsKilledAndRestarted() async throws {
+            let daemon = try DisplayLinkDaemonProcess(hz: 60)
+            defer { daemon.stop() }
+            let recorder = LinkRecorder()
+            let link = DisplayLink(socketPath: daemon.socketPath, handler: recorder.handler())
+            link.errorHandler = recorder.errorHandler()
+            link.preferredFramesPerSecond = 20
+            link.start(on: DispatchQueue(label: "restart"))
+            #expect(await eventually(timeout: 1.5) { recorder.count >= 3 })
+            daemon.kill()
+            #expect(await eventually(timeout: 1) { recorder.errors.withLock { $0.contains(.connectionLost(socketPath: daemon.socketPath)) } })
+            await sleep(seconds: 1.2)  // long enough for the backoff to reach its maximum
+            let before = recorder.count
+            try daemon.start()
+            let back = DisplayLink.currentTime()
+            #expect(await eventually(timeout: 2) { recorder.count > before })
+            let delay = DisplayLink.currentTime() - back
+            #expect(delay < 1.0, "ticks resumed \(delay) s after vsyncd was back")
+            // Re-subscribed with its rate: 20 Hz.
+            #expect(await eventually(timeout: 1) { recorder.count > before + 2 })
+            let last = recorder.all.last!.frame
+            #expect(Self.close(last.targetTimestampNanoseconds - last.timestampNanoseconds, 3 * last.durationNanoseconds))
+            link.invalidate()
+        }
+
+        /// An app with two links on one display that exits (or invalidates both at once) closes
+        /// its socket with two live subscriptions. vsyncd must drop both without touching the
+        /// closed client (an early vsyncd aborted in Server `offer` reading an unowned
+        /// `sub.client` when a vblank came first: the first send failed, the client was freed,
+        /// and the second subscription in the same loop still pointed at it).
+        @Test func vsyncdSurvivesClientsClosingWithTwoLiveSubscriptions() async throws {
+            let daemon = try DisplayLinkDaemonProcess(hz: 250)
+            defer { daemon.stop() }
+            for round in 0..<100 {
+                let client = try #require(RawVsyncClient(path: daemon.socketPath))
+                client.send(.hello(Hello(minVersion: 1, maxVersion: 1, clientName: "two-links")))
+                guard case .welcome = client.receive(timeout: 2) else {
+                    Issue.record("no WELCOME in round \(round)")
+                    client.close()
+                    break
+                }
+                for id: UInt32 in [1, 2] {
+                    client.send(.subscribe(Subscribe(subscriptionID: id, selector: .primary, range: .default)))
+                }
+                var ticks = 0
+                while ticks < 2, let message = client.receive(timeout: 1) {
+                    if case .tick = message { ticks += 1 }
+                }
+                client.close()
+                usleep(UInt32.random(in: 0...4_000))
+                if !daemon.isRunning { break }
+            }
+            usleep(100_000)
+            #expect(daemon.isRunning, "vsyncd died after a client closed with two live subscriptions")
+        }
+
+        @Test func noDaemonFailsFastInTheLibraryAndInFollow() async throws {
+            let path = NSTemporaryDirectory() + "/vsyncd-none-\(getpid()).sock"
+            let recorder = LinkRecorder()
+            let link = DisplayLink(socketPath: path, handler: recorder.handler())
+            link.errorHandler = recorder.errorHandler()
+            link.start(on: DispatchQueue(label: "none"))
+            #expect(await eventually(timeout: 1) { recorder.errors.withLock { $0 == [.noDaemon(socketPath: path)] } })
+            link.invalidate()
+
+            let result = try runProbe(["follow", "--socket", path, "--frames", "3"], timeout: 5)
+            #expect(result.status == 1)
+            #expect(result.stdout.isEmpty)
+            #expect(result.stderr == "vsync-probe: no vsyncd at \(path): start 'vsyncd --socket \(path)' or fix VSYNCD_SOCKET\n")
+        }
+
+        @Test func followPrintsJSONTicksAndASummary() async throws {
+            let daemon = try DisplayLinkDaemonProcess(hz: 60)
+            defer { daemon.stop() }
+            let result = try runProbe(["follow", "--socket", daemon.socketPath, "--fps", "30", "--frames", "20", "--json"], timeout: 10)
+            #expect(result.status == 0, "stderr: \(result.stderr)")
+            let objects = result.stdout.split(separator: "\n").compactMap {
+                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+            }
+            #expect(objects.count == 21)
+            let ticks = objects.dropLast()
+            for tick in ticks {
+                for key in ["seq", "timestamp", "targetTimestamp", "duration", "skipped", "flags", "latencyUs"] {
+                    #expect(tick[key] != nil, "missing \(key)")
+                }
+                #expect((tick["seq"] as? Int).map { $0 % 2 == 0 } == true)
+                #expect((tick["flags"] as? [String]) == ["synthetic"])
+                let interval = (tick["targetTimestamp"] as? Double ?? 0) - (tick["timestamp"] as? Double ?? 0)
+                #expect(abs(interval - 2.0 / 60) < 1e-6)
+            }
+            let summary = try #require(objects.last)
+            #expect(summary["summary"] as? Bool == true)
+            #expect(summary["ticks"] as? Int == 20)
+            // Achieved: ticks delivered per second of vblank time. With the skipped ones added back
+            // it is the 30 Hz the daemon offered (a busy machine may coalesce a few).
+            let hz = summary["achievedHz"] as? Double ?? 0
+            let skipped = summary["skipped"] as? Int ?? -1
+            let seconds = summary["seconds"] as? Double ?? 0
+            #expect(hz > 20 && hz < 30.01, "achieved \(hz) Hz")
+            #expect(abs(Double(19 + skipped) / seconds - 30) < 0.5, "\(skipped) skipped over \(seconds) s")
+            let latency = summary["latencyUs"] as? [String: Double]
+            #expect(latency.map { $0["p50"]! <= $0["p99"]! && $0["p99"]! <= $0["max"]! } == true)
+        }
+
+        @Test func followStopsOnSIGINTWithASummary() async throws {
+            let daemon = try DisplayLinkDaemonProcess(hz: 60)
+            defer { daemon.stop() }
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: try DisplayLinkDaemonProcess.binary("vsync-probe"))
+            process.arguments = ["follow", "--socket", daemon.socketPath]
+            let out = Pipe()
+            process.standardOutput = out
+            try process.run()
+            await sleep(seconds: 0.6)
+            kill(process.processIdentifier, SIGINT)
+            let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 0)
+            let lines = text.split(separator: "\n")
+            #expect(lines.filter { $0.hasPrefix("seq ") }.count >= 20)
+            // "summary: N ticks over S s, achieved R Hz (…)": R is at most the display's 60 Hz, and near it
+            // unless the machine is too busy to take every tick.
+            let summary = lines.first { $0.hasPrefix("summary: ") }.map(String.init) ?? ""
+            let achieved = summary.split(separator: " ").drop { $0 != "achieved" }.dropFirst().first.flatMap { Double($0) }
+            #expect(achieved.map { $0 > 40 && $0 < 60.01 } == true, "summary: \(summary)")
+            #expect(lines.last?.hasPrefix("latency µs: p50 ") == true)
+        }
+
+        struct ProbeResult {
+            var status: Int32
+            var stdout: String
+            var stderr: String
+        }
+
+        func runProbe(_ arguments: [String], timeout: Double) throws -> ProbeResult {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: try DisplayLinkDaemonProcess.binary("vsync-probe"))
+            process.arguments = arguments
+            let out = Pipe()
+            let err = Pipe()
+            process.standardOutput = out
+            process.standardError = err
+            try process.run()
+            let killer = DispatchWorkItem { [process] in if process.isRunning { process.terminate() } }
+            DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: killer)
+            let stdout = out.fileHandleForReading.readDataToEndOfFile()
+            let stderr = err.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            killer.cancel()
+            return ProbeResult(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+                               stderr: String(decoding: stderr, as: UTF8.self))
+        }
+    }
+}
+
+enum FrameRateRangeForTests {
+    static func make(_ min: Float, _ max: Float, _ preferred: Float) throws -> DisplayLink.RateRange {
+        try DisplayLink.RateRange(minimum: min, maximum: max, preferred: preferred)
+    }
+}
