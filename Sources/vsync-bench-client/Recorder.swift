@@ -1,0 +1,94 @@
+import Foundation
+import Histogram
+import Synchronization
+
+/// What one client measured, printed as one JSON line when vsync-bench says stop.
+struct ClientReport: Codable {
+    var index: Int
+    /// Callbacks while recording.
+    var received: UInt64
+    /// Ticks missing from the sequence at this client's divisor, between recorded callbacks.
+    var lost: UInt64
+    /// Sum of the frames' `skipped` counts (daemon and library coalescing) while recording.
+    var skipped: UInt64
+    var divisor: UInt64
+    /// Latency histogram, ns: [value, count] for each non-empty HDR bucket.
+    var latencyNs: [[UInt64]]
+    var notes: [String]
+}
+
+/// The client's measurements. Callbacks come on the link's serial queue and signals on the
+/// same queue, so the mutex is never contended; it is there to make that sharing checkable.
+final class Recorder: Sendable {
+    private struct State {
+        var recording = false
+        var sawTick = false
+        var onFirstTick: (@Sendable () -> Void)?
+        var histogram = Histogram<UInt64>(lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000_000,
+                                          numberOfSignificantValueDigits: .three)
+        var previousSequence: UInt64?
+        var received: UInt64 = 0
+        var lost: UInt64 = 0
+        var skipped: UInt64 = 0
+        var divisor: UInt64 = 1
+        var notes: [String] = []
+        var finished = false
+    }
+
+    private let index: Int
+    private let state = Mutex(State())
+
+    init(index: Int) { self.index = index }
+
+    var onFirstTick: (@Sendable () -> Void)? {
+        get { state.withLock { $0.onFirstTick } }
+        set { state.withLock { $0.onFirstTick = newValue } }
+    }
+
+    func startRecording() {
+        state.withLock { s in
+            s.recording = true
+            s.previousSequence = nil
+            s.histogram.reset()
+            s.received = 0; s.lost = 0; s.skipped = 0
+        }
+    }
+
+    func record(entryNs: UInt64, timestampNs: UInt64, sequence: UInt64, skipped: Int,
+                intervalNs: UInt64, durationNs: UInt64) {
+        let first = state.withLock { s -> (@Sendable () -> Void)? in
+            defer { s.sawTick = true }
+            guard s.recording else { return s.sawTick ? nil : s.onFirstTick }
+            if durationNs > 0 && intervalNs > 0 {
+                s.divisor = max(1, (intervalNs + durationNs / 2) / durationNs)
+            }
+            _ = s.histogram.record(entryNs > timestampNs ? entryNs - timestampNs : 0)
+            s.received += 1
+            s.skipped += UInt64(max(0, skipped))
+            if let previous = s.previousSequence, sequence > previous + s.divisor {
+                s.lost += (sequence - previous) / s.divisor - 1
+            }
+            s.previousSequence = sequence
+            return nil
+        }
+        first?()
+    }
+
+    func note(_ text: String) {
+        state.withLock { s in if s.notes.count < 20 { s.notes.append(text) } }
+    }
+
+    func finish(exitCode: Int32) -> Never {
+        let report = state.withLock { s in
+            ClientReport(
+                index: index, received: s.received, lost: s.lost, skipped: s.skipped, divisor: s.divisor,
+                latencyNs: s.histogram.recordedValues().map { [$0.value, UInt64($0.count)] },
+                notes: s.notes)
+        }
+        let encoder = JSONEncoder()
+        var line = (try? encoder.encode(report)) ?? Data("{}".utf8)
+        line.append(0x0A)
+        FileHandle.standardOutput.write(line)
+        exit(exitCode)
+    }
+}

@@ -1,0 +1,83 @@
+// vsync-bench-client: one client process of vsync-bench. Not meant to be run by hand.
+//
+//   vsync-bench-client --index I --mode tick|raw|connect|paused [--fps N] [--ready-fd 3] [--max-seconds S]
+//
+// tick:    a DisplayLink on a serial queue; each callback records its entry time minus the
+//          tick's timestamp (CLOCK_MONOTONIC) into an HDR histogram while recording is on.
+// raw:     no DisplayLink: blocking recv on its own socket, like the C reference's clients, to
+//          split latency into the daemon's share and DisplayLink's.
+// connect: handshakes on a raw socket and subscribes to nothing (vsync-bench --idle).
+// paused:  a DisplayLink created paused (vsync-bench --idle).
+//
+// Control, so every client measures the same window as the daemon's CPU figure:
+// it writes "I\n" to the ready fd once it is live (tick mode: after its first tick);
+// SIGUSR1 starts recording, SIGUSR2 prints one JSON line (ClientReport) on stdout and exits.
+// vsync-bench starts it under `setpriv --pdeathsig KILL` so it dies with the bench; it also
+// exits by itself after --max-seconds.
+import Dispatch
+import DisplayLink
+import Glibc
+import VsyncCore
+
+let options = ClientOptions.parse(CommandLine.arguments)
+
+let queue = DispatchQueue(label: "vsync-bench-client")
+let recorder = Recorder(index: options.index)
+
+// Keep the signal sources and the link alive for the life of the process.
+var keepAlive: [Any] = []
+
+for (signo, action) in [(SIGUSR1, { recorder.startRecording() }), (SIGUSR2, { recorder.finish(exitCode: 0) })] {
+    signal(signo, SIG_IGN)
+    let source = DispatchSource.makeSignalSource(signal: signo, queue: queue)
+    source.setEventHandler(handler: action)
+    source.resume()
+    keepAlive.append(source)
+}
+queue.asyncAfter(deadline: .now() + .seconds(options.maxSeconds)) {
+    recorder.note("gave up after \(options.maxSeconds) s without SIGUSR2")
+    recorder.finish(exitCode: 3)
+}
+
+switch options.mode {
+case .tick, .paused:
+    let link = DisplayLink(display: .primary) { link in
+        let entry = DisplayLink.currentTimeNanoseconds()
+        recorder.record(
+            entryNs: entry, timestampNs: link.timestampNanoseconds, sequence: link.sequence,
+            skipped: link.skippedFrames,
+            intervalNs: link.targetTimestampNanoseconds &- link.timestampNanoseconds,
+            durationNs: link.durationNanoseconds)
+    }
+    link.errorHandler = { error in recorder.note("\(error)") }
+    link.preferredFramesPerSecond = options.fps
+    if options.mode == .paused {
+        link.isPaused = true
+        link.start(on: queue)
+        ReadyPipe.announce(options)
+    } else {
+        link.start(on: queue)
+        recorder.onFirstTick = { ReadyPipe.announce(options) }
+    }
+    keepAlive.append(link)
+case .raw:
+    switch RawConnection.handshake(socketPath: options.socketPath) {
+    case .success(let fd):
+        RawConnection.receiveTicks(fd: fd, fps: options.fps, recorder: recorder) { ReadyPipe.announce(options) }
+    case .failure(let message):
+        recorder.note(message)
+        recorder.finish(exitCode: 2)
+    }
+case .connect:
+    queue.async {
+        switch RawConnection.handshake(socketPath: options.socketPath) {
+        case .success:
+            // The fd stays open (and the connection idle) until the process exits.
+            ReadyPipe.announce(options)
+        case .failure(let message):
+            recorder.note(message)
+            recorder.finish(exitCode: 2)
+        }
+    }
+}
+dispatchMain()

@@ -1,0 +1,179 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import Glibc
+
+@main
+struct VsyncBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "vsync-bench",
+        abstract: "Measure vsyncd + DisplayLink against the C fan-out floor (issue 4).",
+        discussion: """
+        For each (clients, rate): starts vsyncd --source timer:RATE on a private socket and N \
+        vsync-bench-client processes linking DisplayLink, measures callback latency (entry time \
+        minus tick timestamp, CLOCK_MONOTONIC), lost ticks, daemon CPU per tick and RSS, then runs \
+        Benchmarks/reference/fanout.c (built with cc -O2) with the same N and rate. \
+        See docs/PERFORMANCE.md.
+        """)
+
+    @Option(help: "Comma-separated client counts.") var clients = "1,10,100,1000"
+    @Option(help: "Comma-separated tick rates in Hz.") var rates = "60,240"
+    @Option(help: "Measured seconds per run.") var seconds: Double = 10
+    @Option(help: "Seconds of ticks before measuring, on both sides.") var warmup: Double = 1
+    @Flag(help: "Print one JSON object per line instead of tables.") var json = false
+    @Option(help: "The vsyncd binary (default: next to vsync-bench).") var vsyncd: String?
+    @Option(help: "The vsync-bench-client binary (default: next to vsync-bench).") var client: String?
+    @Option(help: "fanout.c, the C reference.") var referenceSource: String?
+    @Flag(help: "Measure vsyncd's wake-ups with clients connected but unsubscribed, and all paused, instead of the matrix.")
+    var idle = false
+    @Option(help: "Clients for --idle.") var idleClients = 100
+    @Option(help: "Seconds per --idle phase.") var idleSeconds: Double = 10
+    @Flag(help: "Run only the C reference (to calibrate a machine).") var referenceOnly = false
+    @Option(help: "Our clients: 'callback' (DisplayLink on a dispatch queue, the product) or 'raw' (blocking recv on a plain socket like the C clients, to isolate the daemon's share).")
+    var clientMode = "callback"
+    @Flag(help: "Keep the work directory (logs, client reports).") var keep = false
+
+    mutating func run() throws {
+        guard ["callback", "raw"].contains(clientMode) else { throw ValidationError("--client-mode is 'callback' or 'raw'") }
+        let counts = try Self.list(clients, "--clients")
+        let hzs = try Self.list(rates, "--rates")
+        guard seconds > 0, warmup >= 0 else { throw ValidationError("--seconds must be > 0 and --warmup ≥ 0") }
+        let cleanup = Self.installCleanup()
+        defer { withExtendedLifetime(cleanup) {} }
+        Self.raiseFileLimit(clients: counts.max() ?? 0)
+
+        let workDir = try Self.makeWorkDir()
+        defer {
+            ChildProcess.killAll()
+            if !keep { try? FileManager.default.removeItem(atPath: workDir) }
+        }
+        let binDir = Self.executableDirectory()
+        let ours = DaemonRun(vsyncd: vsyncd ?? binDir + "/vsyncd", client: client ?? binDir + "/vsync-bench-client", workDir: workDir)
+        if !referenceOnly || idle {
+            for path in [ours.vsyncd, ours.client] where !FileManager.default.isExecutableFile(atPath: path) {
+                throw BenchError("\(path) is not an executable: build it first (swift build -c release) or pass --vsyncd/--client")
+            }
+        }
+        log("vsync-bench: \(Machine.summary); clients: \(clientMode); work dir \(workDir)")
+
+        if idle {
+            var rows: [DaemonRun.IdleResult] = []
+            for (phase, mode) in [("no clients", nil), ("connected, not subscribed", "connect"), ("all paused", "paused")] as [(String, String?)] {
+                log("idle: \(phase) …")
+                let r = try ours.idle(phase: phase, mode: mode, clients: idleClients, rate: hzs.first ?? 60, seconds: idleSeconds)
+                if json { try emit(r) }
+                rows.append(r)
+            }
+            if !json { print(ResultTable.renderIdle(rows)) }
+            return
+        }
+
+        let reference = try ReferenceRun.build(source: referenceSource ?? Self.defaultReferenceSource(), workDir: workDir)
+        var cells: [CellResult] = []
+        for n in counts {
+            for hz in hzs {
+                var cell = CellResult(clients: n, rate: hz, seconds: seconds)
+                if !referenceOnly {
+                    log("N=\(n) @ \(hz) Hz: vsyncd + \(clientMode == "raw" ? "raw socket" : "DisplayLink") clients …")
+                    do { cell.ours = try ours.run(clients: n, rate: hz, seconds: seconds, warmup: warmup, clientMode: clientMode == "raw" ? "raw" : "tick") }
+                    catch { log("N=\(n) @ \(hz) Hz: ours failed: \(error)") }
+                }
+                log("N=\(n) @ \(hz) Hz: C reference …")
+                do { cell.reference = try reference.run(clients: n, rate: hz, seconds: seconds, warmup: warmup, workDir: workDir) }
+                catch { log("N=\(n) @ \(hz) Hz: reference failed: \(error)") }
+                cell.evaluate()
+                if json { try emit(cell) }
+                cells.append(cell)
+            }
+        }
+        if !json {
+            print(ResultTable.render(cells))
+            let targets = cells.flatMap(\.targets)
+            if !targets.isEmpty {
+                print("Targets (issue 4):")
+                for t in targets { print("  " + t.line) }
+            }
+            let notes = cells.flatMap { c in
+                (c.ours?.notes ?? []).map { "N=\(c.clients) @ \(c.rate) Hz ours: \($0)" }
+                    + (c.reference?.notes ?? []).map { "N=\(c.clients) @ \(c.rate) Hz C: \($0)" }
+            }
+            if !notes.isEmpty { print("Notes:\n" + notes.map { "  " + $0 }.joined(separator: "\n")) }
+        }
+    }
+
+    private func emit<T: Encodable>(_ value: T) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        var line = try encoder.encode(value)
+        line.append(0x0A)
+        FileHandle.standardOutput.write(line)
+    }
+
+    private func log(_ line: String) {
+        FileHandle.standardError.write(Data((line + "\n").utf8))
+    }
+
+    static func list(_ text: String, _ name: String) throws -> [Int] {
+        let values = text.split(separator: ",").map { Int($0.trimmingCharacters(in: .whitespaces)) }
+        guard !values.isEmpty, values.allSatisfy({ ($0 ?? 0) > 0 }) else {
+            throw ValidationError("\(name) takes positive integers separated by commas, e.g. 1,10,100")
+        }
+        return values.compactMap { $0 }
+    }
+
+    /// 1000 clients need 1000+ fds in vsyncd; children inherit the raised soft limit.
+    static func raiseFileLimit(clients: Int) {
+        var rl = rlimit()
+        guard getrlimit(RLIMIT_NOFILE_ENUM, &rl) == 0 else { return }
+        let want = rlim_t(clients * 2 + 256)
+        if rl.rlim_cur < want {
+            rl.rlim_cur = min(rl.rlim_max, max(want, rl.rlim_cur))
+            _ = setrlimit(RLIMIT_NOFILE_ENUM, &rl)
+        }
+        if rl.rlim_cur < want {
+            FileHandle.standardError.write(Data("vsync-bench: open-file limit \(rl.rlim_cur) is below \(want) for \(clients) clients: raise it (ulimit -n)\n".utf8))
+        }
+    }
+
+    /// SIGINT/SIGTERM: kill every child before exiting. Keep the sources alive for the run.
+    static func installCleanup() -> [any DispatchSourceSignal] {
+        var sources: [any DispatchSourceSignal] = []
+        for signo in [SIGINT, SIGTERM, SIGHUP] {
+            signal(signo, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signo, queue: .global())
+            source.setEventHandler {
+                ChildProcess.killAll()
+                Glibc.exit(128 + signo)
+            }
+            source.resume()
+            sources.append(source)
+        }
+        signal(SIGPIPE, SIG_IGN)
+        return sources
+    }
+
+    static func makeWorkDir() throws -> String {
+        var template = Array((NSTemporaryDirectory() + "vsync-bench.XXXXXX").utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw BenchError("mkdtemp in \(NSTemporaryDirectory()) failed: \(String(cString: strerror(errno)))")
+        }
+        return String(cString: made)
+    }
+
+    static func executableDirectory() -> String {
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        return (exe as NSString).deletingLastPathComponent
+    }
+
+    /// Benchmarks/reference/fanout.c in the source tree this binary was built from, else under the
+    /// current directory.
+    static func defaultReferenceSource() -> String {
+        let fromSource = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Benchmarks/reference/fanout.c").path
+        if FileManager.default.fileExists(atPath: fromSource) { return fromSource }
+        return FileManager.default.currentDirectoryPath + "/Benchmarks/reference/fanout.c"
+    }
+}
+
+/// Glibc imports RLIMIT_NOFILE as an enum case on Linux.
+let RLIMIT_NOFILE_ENUM = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
