@@ -35,9 +35,11 @@ let package = Package(
             name: "VsyncDRM",
             dependencies: ["CDRM", "VsyncCore", .product(name: "Logging", package: "swift-log")]
         ),
+        // epoll, timerfd, signalfd and inotify headers, which Swift's Glibc module lacks.
+        .systemLibrary(name: "CLinux"),
         .target(
             name: "VsyncDaemon",
-            dependencies: ["VsyncCore", "VsyncDRM", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CLinux", "VsyncCore", "VsyncDRM", .product(name: "Logging", package: "swift-log")]
         ),
         .target(name: "DisplayLink", dependencies: ["VsyncCore"]),
         .target(

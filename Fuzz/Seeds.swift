@@ -74,6 +74,9 @@ enum Seeds {
         seeds.append(("display-list-wide-records", sized(wide)))
         seeds.append(("future-type", sized([0x00, 0x02, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4])))
         seeds.append(("tick-truncated", sized(Array(messages[5].1.encoded().prefix(40)))))
+        // Regression: count and record_size both 0xFFFFFFFF once trapped on an Int overflow
+        // while building the error (found by this fuzzer, ServerMessage.decode).
+        seeds.append(("display-list-huge-count", sized([0x03, 0x01, 0, 0, 0, 0, 0, 0] + [UInt8](repeating: 0xFF, count: 8))))
         return seeds
     }
 

@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 import Logging
 
@@ -14,7 +15,7 @@ public enum Daemon {
         sigaddset(&mask, SIGINT)
         pthread_sigmask(SIG_BLOCK, &mask, nil)
         signal(SIGPIPE, SIG_IGN)
-        let signalFD = LinuxCalls.signalfd(-1, &mask, O_NONBLOCK | O_CLOEXEC)
+        let signalFD = signalfd(-1, &mask, Int32(SFD_NONBLOCK | SFD_CLOEXEC))
         guard signalFD >= 0 else { throw DaemonError("signalfd failed: \(errnoText())") }
         defer { close(signalFD) }
 

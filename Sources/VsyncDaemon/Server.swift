@@ -67,7 +67,7 @@ final class Server {
         tickBuffer.deallocate()
     }
 
-    private func register(_ fd: Int32, _ role: Role, events: UInt32 = LinuxCalls.EPOLLIN) throws(DaemonError) {
+    private func register(_ fd: Int32, _ role: Role, events: UInt32 = Epoll.readable) throws(DaemonError) {
         try epoll.add(fd, events: events)
         roles[fd] = role
     }
@@ -86,8 +86,8 @@ final class Server {
         notifier?.notify("READY=1\n" + statusLine())
         updateHousekeeping()
         while running {
-            for (fd, events) in epoll.wait(timeoutMs: -1) {
-                guard running else { break }
+            epoll.wait(timeoutMs: -1) { fd, events in
+                guard running else { return }
                 switch roles[fd] {
                 case .listener: acceptClients()
                 case .signal: readSignal()
@@ -445,7 +445,7 @@ final class Server {
         }
         if !client.watchingOutput {
             client.watchingOutput = true
-            epoll.modify(client.fd, events: LinuxCalls.EPOLLIN | LinuxCalls.EPOLLOUT)
+            epoll.modify(client.fd, events: Epoll.readable | Epoll.writable)
         }
     }
 
@@ -502,7 +502,7 @@ final class Server {
         client.blockedSinceNs = nil
         if client.watchingOutput {
             client.watchingOutput = false
-            epoll.modify(client.fd, events: LinuxCalls.EPOLLIN)
+            epoll.modify(client.fd, events: Epoll.readable)
         }
         updateHousekeeping()
     }
@@ -584,10 +584,10 @@ final class Server {
     }
 
     private func handleClient(_ client: Client, events: UInt32) {
-        if events & LinuxCalls.EPOLLOUT != 0 { flush(client) }
-        if client.closeReason == nil, events & LinuxCalls.EPOLLIN != 0 { readRequests(client) }
-        if client.closeReason == nil, events & (LinuxCalls.EPOLLHUP | LinuxCalls.EPOLLERR) != 0,
-           events & LinuxCalls.EPOLLIN == 0 {
+        if events & Epoll.writable != 0 { flush(client) }
+        if client.closeReason == nil, events & Epoll.readable != 0 { readRequests(client) }
+        if client.closeReason == nil, events & (Epoll.hangUp | Epoll.error) != 0,
+           events & Epoll.readable == 0 {
             disconnect(client, reason: "connection closed", level: .info)
         }
     }

@@ -1,0 +1,95 @@
+# Shell functions for running vsyncd and its clients inside the VM test bed (Scripts/vm-run.sh),
+# sourced by the scripts the VM tests build (Tests/VMTests/Vsyncd*.swift, Fault*.swift):
+#
+#   Scripts/vm-run.sh --env VSYNC_BIN=$PWD/.build/debug -- sh -c '. Scripts/guest-vsyncd-lib.sh
+#     vsyncd_start; follow full --fps 0; follow half --fps 30; sleep 3
+#     stop full; stop half; vsyncd_stop; dump'
+#
+# Everything the tests read is printed as tagged lines, "@@TAG rest": @@mark NAME NS (guest
+# CLOCK_MONOTONIC), @@modeset NS LINE, and by dump: @@NAME LINE for each client's stdout,
+# @@NAME.err for its stderr, @@vsyncd.log for the daemon's log.
+# Client NAMEs must be shell identifiers (they name variables holding the pids).
+
+: "${VSYNC_BIN:?set VSYNC_BIN to the build directory holding vsyncd, vsync-probe and vkms-modeset}"
+VSYNCD_SOCK=/tmp/vsyncd.sock
+VSYNCD_LOG=/tmp/vsyncd.log
+GUEST_CLIENT="$(pwd)/Scripts/guest-vsyncd-client.py"
+: >"$VSYNCD_LOG"
+
+# CLOCK_MONOTONIC in ns, the clock of every timestamp in vsyncd's protocol: /proc/timer_list's
+# "now at" line is read from it; /proc/uptime (boot time, same origin, 10 ms) if that is missing.
+mono_ns() {
+  awk '/^now at/ { print $3; found = 1; exit } END { if (!found) exit 1 }' /proc/timer_list 2>/dev/null \
+    || awk '{ printf "%d\n", $1 * 1e9 }' /proc/uptime
+}
+
+mark() { echo "@@mark $1 $(mono_ns)"; }
+
+# vsyncd_start [ARGS...]: starts vsyncd on $VSYNCD_SOCK and returns once it logged "ready"
+# (marked as vsyncd-ready).
+vsyncd_start() {
+  before=$(grep -c 'vsyncd ready' "$VSYNCD_LOG")
+  "$VSYNC_BIN/vsyncd" --socket "$VSYNCD_SOCK" --log-level info "$@" 2>>"$VSYNCD_LOG" &
+  VSYNCD=$!
+  i=0
+  while [ "$(grep -c 'vsyncd ready' "$VSYNCD_LOG")" -le "$before" ]; do
+    i=$((i + 1))
+    if [ $i -gt 800 ] || ! kill -0 $VSYNCD 2>/dev/null; then echo "@@error vsyncd did not become ready"; return 1; fi
+    sleep 0.025
+  done
+  mark vsyncd-ready
+}
+
+# vsyncd_stop: SIGTERM, and the exit status as @@vsyncd.status.
+vsyncd_stop() {
+  kill -TERM $VSYNCD 2>/dev/null
+  wait $VSYNCD
+  echo "@@vsyncd.status $?"
+}
+
+# follow NAME ARGS...: a `vsync-probe follow --json` client in the background.
+follow() {
+  name=$1; shift
+  "$VSYNC_BIN/vsync-probe" follow --socket "$VSYNCD_SOCK" --json "$@" >/tmp/c.$name.out 2>/tmp/c.$name.err &
+  eval "PID_$name=$!"
+  CLIENTS="${CLIENTS:-} $name"
+}
+
+# raw NAME FPS [--never-read]: Scripts/guest-vsyncd-client.py (prints display events too).
+raw() {
+  name=$1; shift
+  python3 "$GUEST_CLIENT" "$VSYNCD_SOCK" "$@" >/tmp/c.$name.out 2>/tmp/c.$name.err &
+  eval "PID_$name=$!"
+  CLIENTS="${CLIENTS:-} $name"
+}
+
+# wait_ticks NAME N: until client NAME printed N lines (30 s at most).
+wait_ticks() {
+  i=0
+  while [ "$(wc -l </tmp/c.$1.out)" -lt "$2" ]; do
+    i=$((i + 1)); [ $i -gt 600 ] && { echo "@@error $1 printed fewer than $2 lines"; return 1; }
+    sleep 0.05
+  done
+}
+
+# stop NAME [SIGNAL]: SIGINT by default (follow then prints its summary); waits for it.
+stop() {
+  eval "pid=\$PID_$1"
+  kill -"${2:-INT}" "$pid" 2>/dev/null
+  wait "$pid"
+  echo "@@$1.status $?"
+}
+
+# modeset STEPS...: vkms-modeset in the foreground, each line it prints stamped with the time.
+modeset() {
+  "$VSYNC_BIN/vkms-modeset" "$@" 2>&1 | while read -r line; do echo "@@modeset $(mono_ns) $line"; done
+}
+
+# dump: every client's output and the daemon's log, tagged.
+dump() {
+  for name in ${CLIENTS:-}; do
+    sed "s/^/@@$name /" /tmp/c.$name.out
+    sed "s/^/@@$name.err /" /tmp/c.$name.err
+  done
+  sed 's/^/@@vsyncd.log /' "$VSYNCD_LOG"
+}

@@ -1,0 +1,46 @@
+import CLinux
+import Glibc
+
+/// A CLOCK_MONOTONIC timerfd. Owns its fd (closed in deinit).
+final class TimerFD {
+    let fd: Int32
+
+    init() throws(DaemonError) {
+        fd = timerfd_create(CLOCK_MONOTONIC, Int32(TFD_NONBLOCK | TFD_CLOEXEC))
+        guard fd >= 0 else { throw DaemonError("timerfd_create failed: \(errnoText())") }
+    }
+
+    deinit { close(fd) }
+
+    /// Fires once at absolute monotonic `deadlineNs`.
+    func arm(atNs deadlineNs: UInt64) {
+        var spec = itimerspec()
+        spec.it_value = Self.timespec(ns: deadlineNs)
+        _ = timerfd_settime(fd, Int32(TFD_TIMER_ABSTIME), &spec, nil)
+    }
+
+    /// Fires every `intervalNs`, first after one interval.
+    func arm(everyNs intervalNs: UInt64) {
+        var spec = itimerspec()
+        spec.it_value = Self.timespec(ns: intervalNs)
+        spec.it_interval = spec.it_value
+        _ = timerfd_settime(fd, 0, &spec, nil)
+    }
+
+    func disarm() {
+        var spec = itimerspec()
+        _ = timerfd_settime(fd, 0, &spec, nil)
+    }
+
+    /// Reads the expiration count (0 if none: a spurious wake-up).
+    @discardableResult
+    func drain() -> UInt64 {
+        var count: UInt64 = 0
+        let n = read(fd, &count, 8)
+        return n == 8 ? count : 0
+    }
+
+    private static func timespec(ns: UInt64) -> Glibc.timespec {
+        Glibc.timespec(tv_sec: Int(ns / 1_000_000_000), tv_nsec: Int(ns % 1_000_000_000))
+    }
+}
