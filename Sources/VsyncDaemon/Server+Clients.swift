@@ -1,0 +1,265 @@
+import Glibc
+import Logging
+import VsyncCore
+
+// Accepting clients, reading and answering their requests, disconnecting them.
+extension Server {
+    /// Answers one waiting connection with a refusal when out of file descriptors: the spare
+    /// descriptor is freed for the accept and taken back after. Without this the listening socket
+    /// stays readable and the loop would spin on EMFILE.
+    func refuseWithSpareDescriptor() -> Bool {
+        guard spareFD >= 0 else { return false }
+        close(spareFD)
+        spareFD = -1
+        let fd = accept(listener.fd, nil, nil)
+        if fd >= 0 {
+            let refusal = ServerMessage.refused(Refusal(
+                code: .tooManyClients, message: "vsyncd is out of file descriptors; try again later"))
+            _ = refusal.encoded().withUnsafeBytes { Client.send(fd, $0.baseAddress, $0.count) }
+            close(fd)
+        }
+        spareFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        return fd >= 0
+    }
+
+    /// Logs accept failures at most once a second, with how many there were.
+    func noteAcceptFailure(_ e: Int32) {
+        acceptFailures += 1
+        let now = monotonicNow()
+        if now &- lastAcceptLogNs >= 1_000_000_000 {
+            logger.error("accept failed: \(errnoText(e))\(acceptFailures > 1 ? " (\(acceptFailures) times in the last second)" : "")\(e == EMFILE || e == ENFILE ? ": raise LimitNOFILE or lower --max-clients" : "")")
+            lastAcceptLogNs = now
+            acceptFailures = 0
+        }
+    }
+
+    func acceptClients() {
+        for _ in 0..<64 {
+            let fd = accept(listener.fd, nil, nil)
+            if fd < 0 {
+                let e = errno
+                if e == EAGAIN || e == EWOULDBLOCK { return }
+                if e == EINTR || e == ECONNABORTED { continue }
+                noteAcceptFailure(e)
+                if (e == EMFILE || e == ENFILE), refuseWithSpareDescriptor() { continue }
+                // Could not even refuse: stop watching the socket for a moment rather than spin.
+                unregister(listener.fd)
+                listenerPausedUntilNs = monotonicNow() + 100_000_000
+                updateHousekeeping()
+                return
+            }
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            var cred = (pid: Int32(0), uid: UInt32(0), gid: UInt32(0))  // struct ucred
+            var len = socklen_t(MemoryLayout.size(ofValue: cred))
+            _ = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len)
+            if clients.count >= configuration.maxClients {
+                logger.warning("client pid \(cred.pid) uid \(cred.uid) refused: at the cap of \(configuration.maxClients) clients (--max-clients)")
+                let refusal = ServerMessage.refused(Refusal(
+                    code: .tooManyClients,
+                    message: "vsyncd serves at most \(configuration.maxClients) clients; try again later"))
+                _ = refusal.encoded().withUnsafeBytes { Client.send(fd, $0.baseAddress, $0.count) }
+                close(fd)
+                continue
+            }
+            var size = Self.clientSendBuffer
+            _ = setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+            let client = Client(fd: fd, pid: cred.pid, uid: cred.uid)
+            do {
+                try register(fd, .client)
+            } catch {
+                logger.error("\(error)")
+                close(fd)
+                continue
+            }
+            clients[fd] = client
+            statusDirty = true
+            logger.info("client connected: pid \(cred.pid) uid \(cred.uid) (\(clients.count) client(s))")
+        }
+    }
+
+    func handleClient(_ client: Client, events: UInt32) {
+        if events & Epoll.writable != 0 { flush(client) }
+        if client.closeReason == nil, events & Epoll.readable != 0 { readRequests(client) }
+        if client.closeReason == nil, events & (Epoll.hangUp | Epoll.error) != 0,
+           events & Epoll.readable == 0 {
+            disconnect(client, reason: "connection closed", level: .info)
+        }
+    }
+
+    func readRequests(_ client: Client) {
+        // A bounded batch per wake-up, so one chatty client cannot starve the others.
+        for _ in 0..<32 {
+            let n = recv(client.fd, receiveBuffer.baseAddress, receiveBuffer.count, Int32(MSG_DONTWAIT) | Int32(MSG_TRUNC))
+            if n == 0 { disconnect(client, reason: "closed by client", level: .info); return }
+            if n < 0 {
+                let e = errno
+                if e == EAGAIN || e == EWOULDBLOCK { return }
+                if e == EINTR { continue }
+                disconnect(client, reason: "recv failed: \(errnoText(e))", level: .info)
+                return
+            }
+            let bytes = UnsafeRawBufferPointer(rebasing: receiveBuffer[0..<min(n, receiveBuffer.count)])
+            let result: Result<ClientMessage, WireError>
+            do throws(WireError) {
+                result = .success(try ClientMessage.decode(bytes))
+            } catch {
+                result = .failure(n > receiveBuffer.count ? .oversized(n) : error)
+            }
+            handle(result, from: client)
+            if client.closeReason != nil { return }
+        }
+    }
+
+    /// Sends a last message (best effort) and disconnects.
+    func fail(_ client: Client, _ message: ServerMessage, reason: String) {
+        let bytes = message.encoded()
+        _ = bytes.withUnsafeBytes { Client.send(client.fd, $0.baseAddress, $0.count) }
+        disconnect(client, reason: reason, level: .warning)
+    }
+
+    func handle(_ result: Result<ClientMessage, WireError>, from client: Client) {
+        guard client.version != nil else {
+            switch result {
+            case .success(.hello(let hello)): handshake(client, hello)
+            case .success(let other):
+                fail(client, .error(ErrorMessage(code: .notHandshaken, message: "send HELLO first (got \(other.type) before the handshake)")),
+                     reason: "request \(other.type) before the handshake")
+            case .failure(let e):
+                fail(client, .refused(Refusal(code: .badHandshake, message: "the first message must be a HELLO: \(e)")),
+                     reason: "bad handshake: \(e)")
+            }
+            return
+        }
+        switch result {
+        case .failure(.unknownType(let t)):
+            fail(client, .error(ErrorMessage(code: .unknownType, message: "unknown request type 0x\(String(t, radix: 16))")),
+                 reason: "unknown request type 0x\(String(t, radix: 16))")
+        case .failure(let e):
+            fail(client, .error(ErrorMessage(code: .malformed, message: "\(e)")), reason: "malformed request: \(e)")
+        case .success(let message):
+            handle(message, from: client)
+        }
+    }
+
+    func handshake(_ client: Client, _ hello: Hello) {
+        client.name = hello.clientName
+        let low = max(hello.minVersion, WireProtocol.minimumVersion)
+        let high = min(hello.maxVersion, WireProtocol.currentVersion)
+        guard hello.minVersion <= hello.maxVersion, low <= high else {
+            let text = "client speaks protocol \(hello.minVersion)–\(hello.maxVersion), vsyncd speaks \(WireProtocol.minimumVersion)–\(WireProtocol.currentVersion): update the \(hello.maxVersion < WireProtocol.minimumVersion ? "client library" : "daemon")"
+            fail(client, .refused(Refusal(code: .versionUnsupported, message: text)), reason: "refused: \(text)")
+            return
+        }
+        client.version = high
+        logger.debug("client \(client.label): protocol \(high)")
+        send(ServerMessage.welcome(Welcome(
+            version: high, serverFlags: source.isSynthetic ? .syntheticSource : [], serverPID: UInt32(getpid()))).encoded(), to: client)
+    }
+
+    func handle(_ message: ClientMessage, from client: Client) {
+        switch message {
+        case .hello:
+            fail(client, .error(ErrorMessage(code: .malformed, message: "second HELLO")), reason: "second HELLO")
+        case .listDisplays:
+            rescanIfStale()
+            send(ServerMessage.displayList(displays.map(info)).encoded(), to: client)
+        case .subscribe(let request):
+            subscribe(client, request)
+        case .setRate(let request):
+            guard let sub = client.subscriptions[request.subscriptionID] else { return unknown(client, request.subscriptionID) }
+            sub.range = request.range
+            sub.divisor = RateMapping.divisor(for: request.range, refreshHz: sub.display.refreshHz)
+            sub.resetDelivery()
+            client.pendingTicks.removeAll { $0 === sub }
+            settle(client)
+            send(subscribed(sub).encoded(), to: client)
+        case .pause(let id):
+            guard let sub = client.subscriptions[id] else { return unknown(client, id) }
+            sub.paused = true
+            sub.resetDelivery()
+            client.pendingTicks.removeAll { $0 === sub }
+            settle(client)
+            updateVBlank(sub.display)
+        case .resume(let id):
+            guard let sub = client.subscriptions[id] else { return unknown(client, id) }
+            if sub.paused {
+                sub.paused = false
+                sub.resetDelivery()
+                updateVBlank(sub.display)
+            }
+        case .unsubscribe(let id):
+            guard let sub = client.subscriptions[id] else { return unknown(client, id) }
+            remove(sub)
+        }
+    }
+
+    func unknown(_ client: Client, _ id: UInt32) {
+        send(ServerMessage.error(ErrorMessage(code: .unknownSubscription, subscriptionID: id, message: "no subscription \(id)")).encoded(), to: client)
+    }
+
+    func resolve(_ selector: DisplaySelector) -> Display? {
+        switch selector {
+        case .primary: displays.first { $0.id == primaryID }
+        case .crtc(let id): displays.first { $0.key.crtcID == id }
+        case .connector(let name): displays.first { $0.source.connectorName == name }
+        case .display(let id): displays.first { $0.id == id }
+        }
+    }
+
+    func subscribe(_ client: Client, _ request: Subscribe) {
+        let id = request.subscriptionID
+        guard id != 0 else {
+            fail(client, .error(ErrorMessage(code: .malformed, message: "subscription id 0 is reserved")), reason: "subscription id 0")
+            return
+        }
+        if client.subscriptions[id] != nil {
+            send(ServerMessage.error(ErrorMessage(code: .duplicateSubscription, subscriptionID: id, message: "subscription \(id) already exists")).encoded(), to: client)
+            return
+        }
+        guard client.subscriptions.count < configuration.maxSubscriptionsPerClient else {
+            send(ServerMessage.error(ErrorMessage(code: .tooManySubscriptions, subscriptionID: id, message: "at most \(configuration.maxSubscriptionsPerClient) subscriptions per client")).encoded(), to: client)
+            return
+        }
+        if resolve(request.selector) == nil { rescanIfStale() }
+        guard let d = resolve(request.selector) else {
+            let names = displays.map(\.source.connectorName).joined(separator: ", ")
+            send(ServerMessage.error(ErrorMessage(code: .unknownDisplay, subscriptionID: id, message: "no display matches \(request.selector); displays: \(names.isEmpty ? "none" : names)")).encoded(), to: client)
+            return
+        }
+        let sub = Subscription(
+            id: id, client: client, display: d, range: request.range,
+            divisor: RateMapping.divisor(for: request.range, refreshHz: d.refreshHz),
+            paused: request.flags.contains(.startPaused))
+        client.subscriptions[id] = sub
+        d.subscriptions.append(sub)
+        logger.debug("client \(client.label): subscription \(id) on display \(d.id) at divisor \(sub.divisor)\(sub.paused ? ", paused" : "")")
+        updateVBlank(d)  // first, so vblanks are requested by the time the client hears back
+        send(subscribed(sub).encoded(), to: client)
+    }
+
+    func remove(_ sub: Subscription) {
+        sub.client.subscriptions[sub.id] = nil
+        sub.client.pendingTicks.removeAll { $0 === sub }
+        settle(sub.client)
+        let d = sub.display
+        d.subscriptions.removeAll { $0 === sub }
+        updateVBlank(d)
+    }
+
+    func disconnect(_ client: Client, reason: String, level: Logger.Level) {
+        guard client.closeReason == nil else { return }
+        client.closeReason = reason
+        let touched = Set(client.subscriptions.values.map { ObjectIdentifier($0.display) })
+        for sub in client.subscriptions.values { sub.display.subscriptions.removeAll { $0 === sub } }
+        client.subscriptions = [:]
+        client.pendingTicks = []
+        unregister(client.fd)
+        close(client.fd)
+        clients[client.fd] = nil
+        statusDirty = true
+        logger.log(level: level, "client disconnected: \(client.label): \(reason) (\(clients.count) client(s))")
+        for d in displays where touched.contains(ObjectIdentifier(d)) { updateVBlank(d) }
+        updateHousekeeping()
+    }
+}

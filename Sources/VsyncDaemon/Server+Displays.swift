@@ -1,0 +1,168 @@
+import Glibc
+import Logging
+import VsyncCore
+
+// Displays: scanning, mode changes, off/on, removal, and when to ask for vblanks.
+extension Server {
+    var primaryID: UInt32? {
+        (displays.first { $0.state == .on } ?? displays.first)?.id
+    }
+
+    func info(_ d: Display) -> DisplayInfo {
+        d.info(isPrimary: d.id == primaryID, synthetic: source.isSynthetic)
+    }
+
+    func syncSourceDescriptors() {
+        let wanted = Set(source.pollDescriptors)
+        for fd in sourceFDs.subtracting(wanted) { unregister(fd) }
+        for fd in wanted.subtracting(sourceFDs) {
+            do { try register(fd, .source) } catch { logger.error("\(error)") }
+        }
+        sourceFDs = wanted
+    }
+
+    /// Adds displays the source now has and removes those it no longer has.
+    func rescanDisplays(announce: Bool) {
+        statusDirty = true
+        lastRescanNs = monotonicNow()
+        let found = source.rescan()
+        syncSourceDescriptors()
+        let keys = Set(found.map(\.key))
+        for d in displays where !keys.contains(d.key) { removeDisplay(d, reason: "no longer on its card") }
+        for s in found where s.isActive && !displays.contains(where: { $0.key == s.key }) {
+            let d = Display(id: nextDisplayID, source: s)
+            nextDisplayID += 1
+            displays.append(d)
+            logger.info("display \(d.id) added: \(s.connectorName) on \(s.key), \(s.refresh.map { "\($0)" } ?? "no mode"), \(s.width)x\(s.height)")
+            if announce {
+                let message = ServerMessage.displayEvent(DisplayEvent(kind: .added, display: info(d))).encoded()
+                for c in clients.values where c.version != nil { send(message, to: c) }
+            }
+        }
+        updateHousekeeping()
+    }
+
+    /// A CRTC lit after startup on a card already open raises no event the daemon can watch
+    /// (netlink is outside its sandbox), so a client asking about displays triggers a rescan,
+    /// at most twice a second.
+    func rescanIfStale() {
+        let now = monotonicNow()
+        guard now &- lastRescanNs >= 500_000_000 else { return }
+        rescanDisplays(announce: true)
+    }
+
+    func removeDisplay(_ d: Display, reason: String) {
+        statusDirty = true
+        logger.warning("display \(d.id) (\(d.source.connectorName) on \(d.key)) removed: \(reason)")
+        if d.vblankActive { try? source.setActive(d.key, false) }
+        d.vblankActive = false
+        d.state = .off
+        let message = ServerMessage.displayEvent(DisplayEvent(kind: .removed, display: info(d))).encoded()
+        var told = Set<Int32>()
+        for sub in d.subscriptions {
+            sub.client.subscriptions[sub.id] = nil
+            sub.client.pendingTicks.removeAll { $0 === sub }
+            settle(sub.client)
+            if told.insert(sub.client.fd).inserted { send(message, to: sub.client) }
+        }
+        d.subscriptions = []
+        displays.removeAll { $0 === d }
+    }
+
+    /// Re-reads a display's CRTC and reports what changed.
+    func recheck(_ d: Display, now: UInt64 = monotonicNow()) {
+        d.lastRecheckNs = now
+        guard let fresh = source.refresh(d.key) else {
+            removeDisplay(d, reason: "its CRTC or card is gone")
+            updateHousekeeping()
+            return
+        }
+        let old = d.source
+        d.source = fresh
+        if !fresh.isActive {
+            if d.state == .on { turnOff(d) }
+        } else if d.state == .off {
+            turnOn(d, modeChanged: !fresh.sameMode(as: old))
+        } else if !fresh.sameMode(as: old) {
+            logger.info("display \(d.id) mode changed: \(old.refresh.map { "\($0)" } ?? "?") \(old.width)x\(old.height) → \(fresh.refresh.map { "\($0)" } ?? "?") \(fresh.width)x\(fresh.height)")
+            d.resetModel()
+            broadcastEvent(.modeChanged, d)
+            resubscribeAll(d)
+        }
+    }
+
+    func turnOff(_ d: Display) {
+        statusDirty = true
+        logger.info("display \(d.id) (\(d.source.connectorName)) is off")
+        if d.vblankActive { try? source.setActive(d.key, false) }
+        d.vblankActive = false
+        d.state = .off
+        for sub in d.subscriptions { sub.resetDelivery() }
+        broadcastEvent(.off, d)
+        updateHousekeeping()
+    }
+
+    func turnOn(_ d: Display, modeChanged: Bool) {
+        statusDirty = true
+        logger.info("display \(d.id) (\(d.source.connectorName)) is on: \(d.source.refresh.map { "\($0)" } ?? "?")")
+        d.state = .on
+        d.resetModel()
+        broadcastEvent(.on, d)
+        if modeChanged { broadcastEvent(.modeChanged, d) }
+        resubscribeAll(d)
+        updateVBlank(d)
+    }
+
+    func broadcastEvent(_ kind: DisplayEventKind, _ d: Display) {
+        let message = ServerMessage.displayEvent(DisplayEvent(kind: kind, display: info(d))).encoded()
+        var told = Set<Int32>()
+        for sub in d.subscriptions where told.insert(sub.client.fd).inserted { send(message, to: sub.client) }
+    }
+
+    /// Recomputes every subscriber's divisor for the display's current refresh and re-sends SUBSCRIBED.
+    func resubscribeAll(_ d: Display) {
+        for sub in d.subscriptions {
+            sub.divisor = RateMapping.divisor(for: sub.range, refreshHz: d.refreshHz)
+            sub.resetDelivery()
+            send(subscribed(sub).encoded(), to: sub.client)
+        }
+    }
+
+    func subscribed(_ sub: Subscription) -> ServerMessage {
+        let d = sub.display
+        return .subscribed(Subscribed(
+            subscriptionID: sub.id, displayID: d.id, divisor: sub.divisor,
+            displayIntervalNs: d.periodNs, clientIntervalNs: d.periodNs * UInt64(sub.divisor), display: info(d)))
+    }
+
+    /// Asks the source for vblanks exactly while someone is listening.
+    func updateVBlank(_ d: Display) {
+        let want = d.wantsVBlank
+        guard want != d.vblankActive else { return }
+        do throws(VBlankFailure) {
+            try source.setActive(d.key, want)
+            d.vblankActive = want
+            if want { d.lastRecheckNs = monotonicNow() }
+            logger.debug("display \(d.id): vblank events \(want ? "on" : "off")")
+        } catch {
+            handleFailure(d, error)
+        }
+        updateHousekeeping()
+    }
+
+    func handleFailure(_ d: Display, _ failure: VBlankFailure) {
+        switch failure {
+        case .off:
+            d.vblankActive = false
+            if d.state == .on { turnOff(d) }
+        case .gone:
+            logger.error("display \(d.id): its device \(d.key.device) is gone")
+            rescanDisplays(announce: true)
+            if displays.contains(where: { $0 === d }) { removeDisplay(d, reason: "device gone") }
+        case .other(let text):
+            d.vblankActive = false
+            logger.error("display \(d.id): vblank events failed: \(text)")
+        }
+        updateHousekeeping()
+    }
+}
