@@ -13,6 +13,8 @@ let package = Package(
     platforms: [.macOS(.v13)],
     products: [
         .library(name: "DisplayLink", targets: ["DisplayLink"]),
+        // The same library as a .so, for apps built outside SwiftPM (Scripts/install.sh).
+        .library(name: "DisplayLinkShared", type: .dynamic, targets: ["DisplayLink"]),
         .executable(name: "vsyncd", targets: ["vsyncd"]),
         .executable(name: "vsync-probe", targets: ["vsync-probe"]),
         .executable(name: "vkms-modeset", targets: ["vkms-modeset"]),

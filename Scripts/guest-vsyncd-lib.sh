@@ -93,3 +93,17 @@ dump() {
   done
   sed 's/^/@@vsyncd.log /' "$VSYNCD_LOG"
 }
+
+# hold STEP: vkms-modeset holds STEP in the background until release; returns once it is set.
+hold() {
+  "$VSYNC_BIN/vkms-modeset" --hold 600 "$@" >/tmp/hold.out 2>&1 &
+  HOLD=$!
+  i=0
+  while ! grep -q '^vkms-modeset: ' /tmp/hold.out; do
+    i=$((i + 1)); [ $i -gt 600 ] && { echo "@@error vkms-modeset $* did not answer"; return 1; }
+    sleep 0.05
+  done
+  sed "s/^/@@modeset $(mono_ns) /" /tmp/hold.out
+}
+
+release() { kill $HOLD; wait $HOLD; }

@@ -2,44 +2,57 @@
 # Builds a release of vsyncd and installs the binaries, the systemd units and the DisplayLink
 # library, then (unless --no-enable) enables and starts vsyncd.socket.
 #
-#   sudo Scripts/install.sh [--prefix /usr/local] [--destdir DIR] [--no-enable]
+#   sudo Scripts/install.sh [--prefix /usr/local] [--destdir DIR] [--bin-dir DIR] [--no-enable]
 #
 # --destdir stages the files under DIR (for packaging and for tests) and implies --no-enable.
+# --bin-dir installs binaries already built there (e.g. .build/debug) instead of building a release.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(dirname "$here")
 # shellcheck source=Scripts/lib.sh
 . "$here/lib.sh"
 
-prefix=/usr/local destdir="" enable=1
+prefix=/usr/local destdir="" enable=1 bin=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --prefix) prefix=$2; shift 2 ;;
     --destdir) destdir=$2; enable=0; shift 2 ;;
     --no-enable) enable=0; shift ;;
+    --bin-dir) bin=$(cd "$2" && pwd); shift 2 ;;
     -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1': see --help" ;;
   esac
 done
 
-ensure_packages libdrm-dev pkg-config
 cd "$repo"
-log "building release"
-swift build -c release --product vsyncd
-swift build -c release --product vsync-probe
-bin=$(swift build -c release --show-bin-path)
+if [ -z "$bin" ]; then
+  ensure_packages libdrm-dev pkg-config
+  log "building release"
+  swift build -c release --product vsyncd >&2
+  swift build -c release --product vsync-probe >&2
+  swift build -c release --product DisplayLinkShared >&2
+  bin=$(swift build -c release --show-bin-path)
+fi
+for f in vsyncd vsync-probe; do
+  [ -x "$bin/$f" ] || die "no $bin/$f: build it first ('swift build -c release')"
+done
 
 root="$destdir$prefix"
 install -d "$root/bin" "$root/lib" "$root/share/doc/vsyncd" "$destdir/etc/systemd/system"
 install -m 0755 "$bin/vsyncd" "$bin/vsync-probe" "$root/bin/"
-# The client library as source-level Swift modules is for SwiftPM users (depend on this
-# package); the installed copies are for apps that link the prebuilt objects.
-for m in DisplayLink VsyncCore; do
-  install -d "$root/lib/swift/vsyncd/$m.swiftmodule"
-  [ -e "$bin/Modules/$m.swiftmodule" ] && cp "$bin/Modules/$m.swiftmodule" "$root/lib/swift/vsyncd/$m.swiftmodule/x86_64-unknown-linux-gnu.swiftmodule" 2>/dev/null || true
-done
-if ls "$bin"/DisplayLink.build/*.o >/dev/null 2>&1; then
-  ar rcs "$root/lib/libDisplayLink.a" "$bin"/DisplayLink.build/*.o "$bin"/VsyncCore.build/*.o
+# The client library for apps built outside SwiftPM: the shared library and its modules
+# (swiftc -I PREFIX/lib/swift/vsyncd -L PREFIX/lib -lDisplayLinkShared). SwiftPM users depend
+# on this package's DisplayLink product instead.
+if [ -e "$bin/libDisplayLinkShared.so" ]; then
+  install -m 0755 "$bin/libDisplayLinkShared.so" "$root/lib/"
+  install -d "$root/lib/swift/vsyncd"
+  for m in DisplayLink VsyncCore; do
+    for ext in swiftmodule swiftdoc swiftinterface; do
+      [ -e "$bin/Modules/$m.$ext" ] && install -m 0644 "$bin/Modules/$m.$ext" "$root/lib/swift/vsyncd/"
+    done
+  done
+else
+  log "no libDisplayLinkShared.so in $bin: library not installed (build it with 'swift build --product DisplayLinkShared')"
 fi
 install -m 0644 README.md docs/PROTOCOL.md "$root/share/doc/vsyncd/"
 sed "s|/usr/local/bin/vsyncd|$prefix/bin/vsyncd|" systemd/vsyncd.service > "$destdir/etc/systemd/system/vsyncd.service"

@@ -15,6 +15,7 @@ public enum Daemon {
         sigaddset(&mask, SIGINT)
         pthread_sigmask(SIG_BLOCK, &mask, nil)
         signal(SIGPIPE, SIG_IGN)
+        raiseDescriptorLimit(toFit: configuration.maxClients, logger: logger)
         let signalFD = signalfd(-1, &mask, Int32(SFD_NONBLOCK | SFD_CLOEXEC))
         guard signalFD >= 0 else { throw DaemonError("signalfd failed: \(errnoText())") }
         defer { close(signalFD) }
@@ -40,6 +41,20 @@ public enum Daemon {
         let server = try Server(configuration: configuration, source: source, listener: listener,
                                 notifier: notifier, signalFD: signalFD, logger: logger)
         try server.run()
+    }
+
+    /// Each client is one fd: lift the soft limit (often 1024) toward the hard one so that
+    /// --max-clients, not EMFILE, is what refuses clients.
+    static func raiseDescriptorLimit(toFit clients: Int, logger: Logger) {
+        var limit = rlimit()
+        let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        guard getrlimit(resource, &limit) == 0 else { return }
+        let wanted = rlim_t(clients + 64)
+        guard limit.rlim_cur < wanted else { return }
+        limit.rlim_cur = min(wanted, limit.rlim_max)
+        if setrlimit(resource, &limit) != 0 || limit.rlim_cur < wanted {
+            logger.warning("open-file limit \(limit.rlim_cur) is below --max-clients \(clients) + 64: raise LimitNOFILE or lower --max-clients")
+        }
     }
 
     public static func currentEnvironment() -> [String: String] {

@@ -211,6 +211,12 @@ struct ProtocolCodecTests {
         #expect(throws: WireError.self) { try ServerMessage.decode(small) }
     }
 
+    /// Found by the client-side fuzzer: count × record size overflowed Int and trapped.
+    @Test func displayListWithHugeCountAndRecordSizeThrows() {
+        let bytes: [UInt8] = [0x03, 0x01, 0x10, 0x00, 0, 0, 0, 0] + [UInt8](repeating: 0xFF, count: 8)
+        #expect(throws: WireError.self) { try ServerMessage.decode(bytes) }
+    }
+
     @Test func displayListIsCappedToOneDatagram() throws {
         let many = (0..<100).map { sampleDisplay(id: UInt32($0)) }
         let bytes = ServerMessage.displayList(many).encoded()

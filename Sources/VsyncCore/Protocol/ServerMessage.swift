@@ -78,7 +78,8 @@ public enum ServerMessage: Equatable, Sendable {
             // The count is bounded by the datagram before anything is allocated.
             let available = (bytes.count - 16) / recordSize
             guard count <= available else {
-                throw .truncated(type: header.type, size: bytes.count, minimum: 16 + count * recordSize)
+                // Not `16 + count * recordSize`: both are peer-chosen u32s and the product can overflow.
+                throw .invalidField("display count \(count) does not fit in a \(bytes.count)-byte message")
             }
             var displays: [DisplayInfo] = []
             displays.reserveCapacity(count)

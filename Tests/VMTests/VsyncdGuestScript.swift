@@ -1,0 +1,122 @@
+import Foundation
+import VsyncCore
+
+/// One guest shell script running vsyncd and its clients (one VM boot per test), built on the
+/// functions of Scripts/guest-vsyncd-lib.sh, and what it printed.
+struct VsyncdGuestScript {
+    let bin: String
+    private(set) var lines: [String] = ["set -u", ". Scripts/guest-vsyncd-lib.sh"]
+
+    init() throws {
+        let vsyncd = try GuestVM.productPath("vsyncd")
+        bin = URL(fileURLWithPath: vsyncd).deletingLastPathComponent().path
+        // The script runs these from the same directory: fail here, clearly, if one is missing.
+        for product in ["vsync-probe", "vkms-modeset"] {
+            let path = bin + "/" + product
+            guard FileManager.default.isExecutableFile(atPath: path) else {
+                throw GuestVMError.productMissing(name: product, path: path)
+            }
+        }
+    }
+
+    mutating func shell(_ line: String) { lines.append(line) }
+
+    /// `vsync-probe list --json`, tagged `list`: the default mode's exact refresh.
+    mutating func listDisplays() { shell("\"$VSYNC_BIN/vsync-probe\" list --json | tr -d '\\n' | sed 's/^/@@list /'; echo") }
+
+    func run(timeout: Int = 300) async throws -> VsyncdGuestOutput {
+        let result = try await GuestVM.run(
+            ["sh", "-c", lines.joined(separator: "\n")], timeout: timeout, env: ["VSYNC_BIN": bin])
+        return VsyncdGuestOutput(result: result)
+    }
+}
+
+/// One tick as `vsync-probe follow --json` prints it.
+struct FollowTick: Decodable, Sendable {
+    var seq: UInt64
+    var timestampNs: UInt64
+    var targetTimestampNs: UInt64
+    var durationNs: UInt64
+    var skipped: Int
+    var flags: [String]
+    var latencyUs: Double
+    var receivedNs: UInt64 { timestampNs &+ UInt64(max(0, latencyUs * 1000)) }
+}
+
+/// The last line of `vsync-probe follow --json`.
+struct FollowSummary: Decodable {
+    var ticks: Int
+    var skipped: Int
+    var achievedHz: Double
+}
+
+/// One line of Scripts/guest-vsyncd-client.py.
+struct RawMessage: Decodable {
+    var type: String
+    var kind: String?
+    var mhz: UInt64?
+    var periodNs: UInt64?
+    var divisor: UInt32?
+    var seq: UInt64?
+    var timestampNs: UInt64?
+    var durationNs: UInt64?
+    var recvNs: UInt64?
+}
+
+/// What a VsyncdGuestScript printed, by tag (`@@TAG rest`).
+struct VsyncdGuestOutput: CustomStringConvertible {
+    let result: GuestResult
+
+    func all(_ tag: String) -> [String] {
+        let prefix = "@@\(tag) "
+        return result.stdout.split(separator: "\n").filter { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)) }
+    }
+
+    /// Client NAME's ticks, in the order it printed them.
+    func ticks(_ name: String) -> [FollowTick] {
+        all(name).filter { $0.hasPrefix("{\"seq\"") }.compactMap { try? JSONDecoder().decode(FollowTick.self, from: Data($0.utf8)) }
+    }
+
+    func summary(_ name: String) -> FollowSummary? {
+        all(name).last { $0.contains("\"summary\":true") }.flatMap { try? JSONDecoder().decode(FollowSummary.self, from: Data($0.utf8)) }
+    }
+
+    func raw(_ name: String) -> [RawMessage] {
+        all(name).compactMap { try? JSONDecoder().decode(RawMessage.self, from: Data($0.utf8)) }
+    }
+
+    /// The guest CLOCK_MONOTONIC time of `mark NAME` (the last one of that name).
+    func mark(_ name: String) -> UInt64? {
+        all("mark").compactMap { line -> UInt64? in
+            let parts = line.split(separator: " ")
+            return parts.count == 2 && parts[0] == name ? UInt64(parts[1]) : nil
+        }.last
+    }
+
+    func status(_ name: String) -> Int? { all("\(name).status").first.flatMap { Int($0) } }
+    var log: [String] { all("vsyncd.log") }
+    var errors: [String] { all("error") }
+
+    /// The default mode's exact refresh, from `vsync-probe list --json` (tag `list`).
+    func defaultRefreshHz() throws -> Double {
+        let listing = try JSONDecoder().decode(ProbeListing.self, from: Data((all("list").first ?? "").utf8))
+        let card = listing.cards.first { $0.path == "/dev/dri/card0" }
+        let connector = card?.connectors.first { $0.name == "Virtual-1" }
+        guard let hz = card?.crtcs.first(where: { $0.id == connector?.crtcId })?.nominalHz else {
+            throw VsyncdVMError("no active Virtual-1 CRTC in vsync-probe list: \(all("list"))")
+        }
+        return hz
+    }
+
+    var description: String { result.description }
+}
+
+struct VsyncdVMError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The exact period of the 1024x768 custom mode vkms-modeset sets for `hertz`.
+func customModePeriodNs(_ hertz: Double) -> Double {
+    ModeTimings.custom(hertz: hertz).refreshRate?.periodNanoseconds ?? .nan
+}
