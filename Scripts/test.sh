@@ -22,10 +22,10 @@ log "kernel: $kernel"
 log "building"
 swift build --build-tests
 
-log "running tests"
-swift test --skip-build "$@"
-
 if [ $# -eq 0 ]; then
   log "short fuzz run of both protocol decoders (the full run: Scripts/fuzz.sh)"
   "$here/fuzz.sh" --runs 20000
 fi
+
+log "running tests"
+swift test --skip-build "$@"
