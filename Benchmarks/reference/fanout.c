@@ -111,12 +111,12 @@ static double percentile_us(const uint32_t *sorted, uint64_t count, double p) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: fanout --clients N --rate HZ --seconds S [--warmup S] [--stamp wake|deadline]\n");
+    fprintf(stderr, "usage: fanout --clients N --rate HZ --seconds S [--warmup S] [--stamp deadline|wake] [--sndbuf BYTES]\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
-    long clients = 1; double rate = 60, seconds = 5, warmup = 1; int stamp_deadline = 1;
+    long clients = 1; double rate = 60, seconds = 5, warmup = 1; int stamp_deadline = 1, sndbuf = 0;
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc) usage();
         if (!strcmp(argv[i], "--clients")) clients = atol(argv[++i]);
@@ -124,6 +124,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[++i]);
         else if (!strcmp(argv[i], "--warmup")) warmup = atof(argv[++i]);
         else if (!strcmp(argv[i], "--stamp")) { i++; stamp_deadline = !strcmp(argv[i], "deadline"); }
+        else if (!strcmp(argv[i], "--sndbuf")) sndbuf = atoi(argv[++i]);
         else usage();
     }
     if (clients < 1 || rate <= 0 || seconds <= 0 || warmup < 0) usage();
@@ -157,6 +158,8 @@ int main(int argc, char **argv) {
             run_client(sv[1], capacity);
         }
         close(sv[1]);
+        // --sndbuf: the sender's per-client buffer, to compare with vsyncd's (default: the kernel's).
+        if (sndbuf > 0) setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
         fds[c] = sv[0];
         pids[c] = pid;
     }

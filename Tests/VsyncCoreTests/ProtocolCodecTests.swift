@@ -228,7 +228,7 @@ struct ProtocolCodecTests {
 
     /// A cheap deterministic fuzz: random and mutated datagrams never trap.
     @Test func randomInputNeverTraps() {
-        var rng = SplitMix(seed: 0x5EED)
+        var rng = SplitMix64(seed: 0x5EED)
         let seeds = Self.clientMessages.map { $0.encoded() } + Self.serverMessages.map { $0.encoded() }
         var decoded = 0
         for i in 0..<20_000 {
@@ -247,17 +247,5 @@ struct ProtocolCodecTests {
         }
         // Mutations that leave a message valid exist; the point is we got here without a trap.
         #expect(decoded > 0)
-    }
-}
-
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
