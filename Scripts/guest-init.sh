@@ -37,6 +37,11 @@ mount -t devtmpfs devtmpfs "$new/dev" || fail "cannot mount devtmpfs"
 mkdir -p "$new/dev/pts" "$new/dev/shm"
 mount -t devpts -o newinstance,ptmxmode=0666 devpts "$new/dev/pts" 2>/dev/null || true
 mount -t tmpfs -o mode=1777 tmpfs "$new/dev/shm"
+# What udev would add: bash's process substitution and many tools need /dev/fd and friends.
+ln -sf /proc/self/fd "$new/dev/fd"
+ln -sf /proc/self/fd/0 "$new/dev/stdin"
+ln -sf /proc/self/fd/1 "$new/dev/stdout"
+ln -sf /proc/self/fd/2 "$new/dev/stderr"
 # Fresh /tmp and /run like a real boot (the host's copies would only confuse programs).
 mount -t tmpfs -o mode=1777 tmpfs "$new/tmp" || fail "cannot mount tmpfs on /tmp"
 mount -t tmpfs -o mode=0755 tmpfs "$new/run" || fail "cannot mount tmpfs on /run"

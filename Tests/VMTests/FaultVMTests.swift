@@ -1,0 +1,210 @@
+import Foundation
+import Testing
+import VsyncCore
+
+/// Fault tests on vkms in the VM test bed (issue 4, item 2): what vsyncd's clients see when the
+/// display, the daemon or other clients misbehave. Each test is one guest boot.
+@Suite(.serialized)
+struct FaultVMTests {
+    /// CRTC off for 3 s, then on: "off" and "on" events, and no tick in between.
+    @Test func crtcOffThenOnGivesEventsAndNoTicksBetween() async throws {
+        var script = try VsyncdGuestScript()
+        script.listDisplays()
+        script.shell("vsyncd_start")
+        script.shell("follow full --fps 0; raw ev 0; wait_ticks full 5; wait_ticks ev 5")
+        script.shell("sleep 2; modeset --hold 3 off on; sleep 2")
+        script.shell("stop full; stop ev TERM; vsyncd_stop; dump")
+        let out = try await script.run()
+        #expect(out.result.status == 0 && out.errors.isEmpty && out.status("vsyncd") == 0, "\(out)")
+
+        let messages = out.raw("ev")
+        let offIndex = try #require(messages.firstIndex { $0.type == "event" && $0.kind == "off" }, "no off event: \(out.all("ev").filter { !$0.contains("tick") })")
+        let onIndex = try #require(messages[offIndex...].firstIndex { $0.type == "event" && $0.kind == "on" }, "no on event after off")
+        let offNs = try #require(messages[offIndex].recvNs), onNs = try #require(messages[onIndex].recvNs)
+        print("CRTC off → on: events \(String(format: "%.3f", Double(onNs - offNs) / 1e9)) s apart")
+        #expect(onNs - offNs >= 2_500_000_000, "vkms-modeset held the CRTC off 3 s")
+        // The raw client, in message order: no tick between off and on.
+        let between = messages[offIndex..<onIndex].filter { $0.type == "tick" }
+        #expect(between.isEmpty, "raw client got \(between.count) ticks while the CRTC was off: seqs \(between.compactMap(\.seq).prefix(5))")
+        #expect(messages[onIndex].mhz == UInt64((try out.defaultRefreshHz() * 1000).rounded()), "on event's refresh")
+        // The follow client: no vblank timestamp inside the off interval, no sequence twice.
+        let full = out.ticks("full")
+        let inside = full.filter { $0.timestampNs > offNs && $0.timestampNs < onNs }
+        #expect(inside.isEmpty, "follow got ticks timed while the CRTC was off: \(inside.map(\.seq).prefix(5))")
+        #expect(TickCheck.notIncreasing(full).isEmpty, "follow got sequences twice or backwards: \(TickCheck.notIncreasing(full).prefix(5))")
+        #expect(full.allSatisfy { $0.flags == ["hardware"] }, "no predicted or synthetic ticks without asking")
+        // Ticks come back after on, on the kernel's timeline.
+        let truth = VBlankTruth(full: [full])
+        let after = try #require(truth.segments.last { $0.firstNs > onNs - 200_000_000 }, "no ticks after the CRTC came back on")
+        let resumeMs = (Double(after.firstNs) - Double(onNs)) / 1e6
+        print("CRTC on: first tick's vblank \(String(format: "%.1f", resumeMs)) ms after the on event")
+        let report = TickCheck.check("full", full, divisor: 1, segment: after, truth: truth,
+                                     from: after.firstNs + UInt64(3 * after.periodNs), to: after.lastNs, minimumTicks: 5)
+        print("  after on: " + report.summary)
+        #expect(report.failures.isEmpty, "\(report.failures.joined(separator: "\n"))")
+    }
+
+    /// Mode changes 60 → 144 → 75 Hz mid-stream: refresh-change events with the new rate and a
+    /// SUBSCRIBED with the new divisor, and `duration` and rates follow within 3 frames.
+    @Test func modeChanges60To144To75FollowedWithin3Frames() async throws {
+        var script = try VsyncdGuestScript()
+        script.listDisplays()
+        script.shell("vsyncd_start")
+        let clients: [(name: String, fps: Int)] = [("full", 0), ("half", 30), ("third", 20)]
+        for client in clients { script.shell("follow \(client.name) --fps \(client.fps)") }
+        script.shell("raw ev 30")
+        for client in clients { script.shell("wait_ticks \(client.name) 5") }
+        script.shell("sleep 1; mark steady; sleep 2")
+        script.shell("modeset --hold 3 144 75")
+        script.shell("sleep 2; mark end")
+        for client in clients { script.shell("stop \(client.name)") }
+        script.shell("stop ev TERM; vsyncd_stop; dump")
+        let out = try await script.run()
+        #expect(out.result.status == 0 && out.errors.isEmpty && out.status("vsyncd") == 0, "\(out)")
+
+        let defaultHz = try out.defaultRefreshHz()
+        let modes = [defaultHz, 1e9 / customModePeriodNs(144), 1e9 / customModePeriodNs(75), defaultHz]
+        // Events: each new refresh announced (modeChanged, or on with the new rate after vkms's
+        // off/on), then SUBSCRIBED with the divisor for 30 fps at that rate.
+        let messages = out.raw("ev").filter { $0.type != "tick" }
+        for hz in modes.dropFirst() {
+            let mhz = UInt64((hz * 1000).rounded())
+            let event = messages.firstIndex { $0.type == "event" && $0.kind == "modeChanged" && $0.mhz == mhz }
+            #expect(event != nil, "no modeChanged event to \(mhz) mHz: \(out.all("ev").filter { !$0.contains("tick") })")
+            let divisor = RateMapping.divisor(preferredFramesPerSecond: 30, refreshHz: hz)
+            #expect(messages.contains { $0.type == "subscribed" && $0.mhz == mhz && $0.divisor == divisor },
+                    "no SUBSCRIBED with divisor \(divisor) at \(mhz) mHz")
+        }
+        let steady = try #require(out.mark("steady")), end = try #require(out.mark("end"))
+        let report = try ModeChangeCheck.run(out, clients: clients, expectedHz: modes, from: steady, to: end)
+        #expect(report.failures.isEmpty, "\(report.failures.joined(separator: "\n"))")
+    }
+
+    /// vsyncd SIGKILLed and started again: DisplayLink clients reconnect by themselves within 1 s
+    /// of the new daemon being ready, and carry on at the rate they asked for.
+    @Test func sigkilledDaemonRestartedClientsReconnectWithin1s() async throws {
+        var script = try VsyncdGuestScript()
+        script.shell("vsyncd_start")
+        script.shell("follow full --fps 0; follow half --fps 30; wait_ticks full 5; wait_ticks half 5")
+        script.shell("sleep 2; mark kill; kill -KILL $VSYNCD; wait $VSYNCD 2>/dev/null; sleep 1.5")
+        script.shell("vsyncd_start; mark restarted; sleep 3")
+        script.shell("stop full; stop half; vsyncd_stop; dump")
+        let out = try await script.run()
+        #expect(out.result.status == 0 && out.errors.isEmpty && out.status("vsyncd") == 0, "\(out)")
+        let killed = try #require(out.mark("kill")), ready = try #require(out.mark("restarted"))
+
+        let truth = VBlankTruth(full: [out.ticks("full")], others: [out.ticks("half")])
+        for (name, divisor) in [("full", UInt64(1)), ("half", UInt64(2))] {
+            let ticks = out.ticks(name)
+            let before = ticks.filter { $0.receivedNs < killed }
+            let after = ticks.filter { $0.receivedNs > ready }
+            let first = try #require(after.first, "\(name) never ticked again after the restart: \(out.all("\(name).err"))")
+            let reconnectMs = (Double(first.receivedNs) - Double(ready)) / 1e6
+            print("\(name): first tick \(String(format: "%.0f", reconnectMs)) ms after the new vsyncd was ready (\(before.count) ticks before the kill, \(after.count) after)")
+            #expect(reconnectMs <= 1000, "\(name) took \(reconnectMs) ms to reconnect")
+            #expect(ticks.filter { $0.receivedNs > killed + 50_000_000 && $0.receivedNs < ready }.isEmpty, "\(name) ticked with no daemon")
+            // Same settings after the reconnect: the same divisor, on the kernel's timeline.
+            let segment = try #require(truth.segment(containing: first.timestampNs + 1_000_000_000), "no vblank progression after the restart")
+            let report = TickCheck.check(name, ticks, divisor: divisor, segment: segment, truth: truth,
+                                         from: first.timestampNs, to: segment.lastNs)
+            print("  after restart: " + report.summary)
+            #expect(report.failures.isEmpty, "\(report.failures.joined(separator: "\n"))")
+            #expect(out.status(name) == 0, "\(name) must survive the daemon's death: \(out.all("\(name).err"))")
+        }
+        #expect(out.log.filter { $0.contains("vsyncd ready") }.count == 2, "\(out.log)")
+    }
+
+    /// A client SIGKILLed mid-stream and a client that never reads: the others' latency stays in
+    /// its normal range and they lose no tick.
+    @Test func killedAndStuckClientsDoNotDisturbOthers() async throws {
+        var script = try VsyncdGuestScript()
+        // A long stall timeout keeps the stuck client connected (and its socket full) throughout.
+        script.shell("vsyncd_start --stall-timeout 60")
+        script.shell("follow steady --fps 0; wait_ticks steady 5; sleep 1")
+        script.shell("mark base; sleep 5; mark baseEnd")
+        script.shell("follow victim --fps 0; echo \"@@victim.pid $PID_victim\"; raw stuck 0 --never-read; wait_ticks victim 10; wait_ticks stuck 1")
+        // Process start-up in a TCG guest stalls everything: measure after it settled.
+        script.shell("sleep 1.5; mark disturb; sleep 1; stop victim KILL; sleep 4; mark end")
+        script.shell("echo \"@@stuck.alive $(kill -0 $PID_stuck 2>/dev/null && echo yes || echo no)\"")
+        script.shell("stop steady; stop stuck KILL; vsyncd_stop; dump")
+        let out = try await script.run()
+        #expect(out.result.status == 0 && out.errors.isEmpty && out.status("vsyncd") == 0, "\(out)")
+        let base = try #require(out.mark("base")), baseEnd = try #require(out.mark("baseEnd"))
+        let disturb = try #require(out.mark("disturb")), end = try #require(out.mark("end"))
+
+        let steady = out.ticks("steady")
+        let truth = VBlankTruth(full: [steady])
+        let segment = try #require(truth.segment(containing: disturb), "no vblank progression: \(out)")
+        let before = TickCheck.check("steady (alone)", steady, divisor: 1, segment: segment, truth: truth, from: base, to: baseEnd)
+        let during = TickCheck.check("steady (with killed + stuck clients)", steady, divisor: 1, segment: segment, truth: truth, from: disturb, to: end)
+        print(before.summary)
+        print(during.summary)
+        #expect(before.failures.isEmpty && during.failures.isEmpty, "\((before.failures + during.failures).joined(separator: "\n"))")
+        #expect(during.skipped == 0, "steady lost \(during.skipped) ticks while others misbehaved")
+        let p0 = try #require(Percentiles(before.latenciesUs)), p1 = try #require(Percentiles(during.latenciesUs))
+        // Generous bounds: TCG latency is noisy, but a daemon blocked on a stuck client or
+        // tripped by a dead one would add whole frames (16.7 ms) to every tick.
+        #expect(p1.p50 <= 2 * p0.p50 + 2_000, "p50 \(p1.p50) µs with, \(p0.p50) µs without")
+        #expect(p1.p99 <= 2 * p0.p99 + 8_000, "p99 \(p1.p99) µs with, \(p0.p99) µs without")
+        #expect(out.all("stuck.alive").first == "yes" && out.raw("stuck").contains { $0.type == "sleeping" }, "the stuck client must be subscribed and alive")
+        let victim = try #require(out.all("victim.pid").first)
+        #expect(out.log.contains { $0.contains("client disconnected: pid \(victim) ") }, "the killed client's disconnect is logged: \(out.log)")
+        #expect(out.ticks("victim").count >= 10)
+    }
+
+    /// A suspend-like gap: vsyncd stopped 3 s (SIGSTOP) and continued. Its refresh model sees a
+    /// long gap between vblanks; from a few frames after it, ticks are right again.
+    @Test func stoppedDaemonModelRecoversWithinAFewFrames() async throws {
+        var script = try VsyncdGuestScript()
+        script.shell("vsyncd_start")
+        script.shell("follow full --fps 0; follow half --fps 30; wait_ticks full 5; wait_ticks half 5")
+        script.shell("sleep 2; mark stop; kill -STOP $VSYNCD; sleep 3; kill -CONT $VSYNCD; mark cont; sleep 3; mark end")
+        script.shell("stop full; stop half; vsyncd_stop; dump")
+        let out = try await script.run()
+        #expect(out.result.status == 0 && out.errors.isEmpty && out.status("vsyncd") == 0, "\(out)")
+        let stopped = try #require(out.mark("stop")), resumed = try #require(out.mark("cont")), end = try #require(out.mark("end"))
+
+        let full = out.ticks("full"), half = out.ticks("half")
+        // The vkms timeline runs on through the stop: one progression before and after.
+        let truth = VBlankTruth(full: [full], others: [half])
+        let segment = try #require(truth.segment(containing: resumed), "no single vblank progression across the stop: \(truth.segments.map { ($0.firstSequence, $0.lastSequence) })")
+        #expect(segment.firstNs < stopped, "the timeline broke at the stop")
+        let fullAfter = full.filter { $0.receivedNs > resumed }
+        #expect(fullAfter.count >= 20)
+        let gapFrames = (Double(fullAfter.first?.timestampNs ?? 0) - Double(full.last { $0.receivedNs < stopped }?.timestampNs ?? 0)) / segment.periodNs
+        print("vsyncd stopped 3 s: gap of \(String(format: "%.0f", gapFrames)) frames between ticks")
+        #expect(gapFrames > 150)
+        // What the first ticks after the gap looked like (the settling the 3 frames allow).
+        for tick in fullAfter.prefix(4) {
+            let next = truth.timestamps[tick.seq + 1].map { String(format: "%.1f", (Double(tick.targetTimestampNs) - Double($0)) / 1000) } ?? "?"
+            print("  seq \(tick.seq) skipped \(tick.skipped) duration \(tick.durationNs) target error \(next) µs latency \(us(tick.latencyUs)) µs")
+        }
+        for (name, ticks, divisor) in [("full", full, UInt64(1)), ("half", half, UInt64(2))] {
+            let after = ticks.filter { $0.receivedNs > resumed }
+            let from = try #require(after.dropFirst(3).first, "\(name): too few ticks after the stop").timestampNs
+            let report = TickCheck.check(name, ticks, divisor: divisor, segment: segment, truth: truth, from: from, to: end)
+            print("  after the gap: " + report.summary)
+            #expect(report.failures.isEmpty, "\(report.failures.joined(separator: "\n"))")
+            #expect(TickCheck.notIncreasing(ticks).isEmpty, "\(name): \(TickCheck.notIncreasing(ticks).prefix(5))")
+        }
+    }
+
+    /// Issue 4 asks for vkms unbound through sysfs. On this 6.1 kernel vkms registers a platform
+    /// device with no platform driver (it is built in, CONFIG_DRM_VKMS=y, and binds nothing), so
+    /// there is no `driver/unbind` to write to and no module to remove. This test pins that down:
+    /// when it fails, unbinding has become possible and a real unbind test belongs here. The
+    /// daemon's card-removed path (ENODEV, "removed" event, serving on) is covered with a scripted
+    /// source in Tests/DaemonTests/VsyncdDisplayChangeTests.swift.
+    @Test func vkmsCannotBeUnboundOnThisKernel() async throws {
+        var script = try VsyncdGuestScript()
+        script.shell("echo \"@@device $(test -e /sys/bus/platform/devices/vkms && echo yes || echo no)\"")
+        script.shell("echo \"@@driver $(test -e /sys/bus/platform/devices/vkms/driver && echo yes || echo no)\"")
+        script.shell("echo \"@@drivers $(ls /sys/bus/platform/drivers | grep -c vkms)\"")
+        script.shell("echo \"@@card $(test -e /dev/dri/card0 && echo yes || echo no)\"")
+        let out = try await script.run(timeout: 120)
+        #expect(out.result.status == 0, "\(out)")
+        #expect(out.all("device").first == "yes" && out.all("card").first == "yes", "vkms is there: \(out)")
+        #expect(out.all("driver").first == "no" && out.all("drivers").first == "0",
+                "vkms now has a platform driver: write a real unbind test (echo vkms > .../driver/unbind) here")
+    }
+}

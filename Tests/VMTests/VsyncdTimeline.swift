@@ -1,0 +1,162 @@
+import Foundation
+import VsyncCore
+
+/// The kernel's vblanks as seen through a full-rate client: vkms timestamps come from an hrtimer
+/// and are exactly periodic, so each mode is a run of ticks on one arithmetic progression. A mode
+/// change or the CRTC going off breaks the progression and starts a new segment.
+struct VBlankSegment {
+    var samples: [(sequence: UInt64, timestampNs: UInt64)]
+    var fit: LinearFit
+    var firstSequence: UInt64 { samples.first!.sequence }
+    var lastSequence: UInt64 { samples.last!.sequence }
+    var firstNs: UInt64 { samples.first!.timestampNs }
+    var lastNs: UInt64 { samples.last!.timestampNs }
+    var periodNs: Double { fit.periodNs }
+    var maxResidualNs: Double { fit.residualsNs.map(abs).max() ?? 0 }
+}
+
+struct VBlankTruth {
+    /// Every vblank some client saw: sequence → kernel timestamp.
+    var timestamps: [UInt64: UInt64] = [:]
+    var segments: [VBlankSegment] = []
+    /// Sequences reported with two different timestamps (must never happen).
+    var conflicts: [String] = []
+
+    /// Builds the progression from the full-rate clients' ticks; the other clients' ticks fill in
+    /// `timestamps` (and are checked against it).
+    init(full: [[FollowTick]], others: [[FollowTick]] = []) {
+        for tick in (full + others).joined() {
+            if let known = timestamps[tick.seq], known != tick.timestampNs {
+                conflicts.append("seq \(tick.seq): \(known) and \(tick.timestampNs)")
+            }
+            timestamps[tick.seq] = tick.timestampNs
+        }
+        let fullSeqs = Set(full.joined().map(\.seq))
+        let samples = fullSeqs.sorted().map { (sequence: $0, timestampNs: timestamps[$0]!) }
+        var current: [(sequence: UInt64, timestampNs: UInt64)] = []
+        var period: Double?
+        func close() {
+            if current.count >= 8, let fit = RefreshModel.fit(current) {
+                segments.append(VBlankSegment(samples: current, fit: fit))
+            }
+            current = []
+            period = nil
+        }
+        for sample in samples {
+            if let last = current.last {
+                let gap = Double(sample.sequence - last.sequence)
+                let dt = Double(sample.timestampNs) - Double(last.timestampNs)
+                if let p = period, abs(dt - gap * p) > 2_000 {
+                    close()
+                } else if period == nil {
+                    period = dt / gap
+                }
+            }
+            current.append(sample)
+        }
+        close()
+    }
+
+    func segment(containing ns: UInt64) -> VBlankSegment? {
+        segments.first { $0.firstNs <= ns && ns <= $0.lastNs }
+    }
+}
+
+/// What one client saw in one window, checked against the kernel's progression.
+struct ClientWindowReport {
+    var name: String
+    var divisor: UInt64
+    var ticks = 0
+    var skipped = 0
+    var deliveredHz = 0.0
+    var sequenceHz = 0.0
+    var targetErrorsUs: [Double] = []
+    var latenciesUs: [Double] = []
+    var failures: [String] = []
+
+    var summary: String {
+        let target = Percentiles(targetErrorsUs)
+        let latency = Percentiles(latenciesUs)
+        return "\(name): divisor \(divisor), \(ticks) ticks, skipped \(skipped), delivered \(String(format: "%.3f", deliveredHz)) Hz"
+            + ", targetTimestamp error µs p50/p99/max \(target.map { "\(us($0.p50))/\(us($0.p99))/\(us($0.max))" } ?? "-") (n=\(targetErrorsUs.count))"
+            + ", latency µs p50/p99/max \(latency.map { "\(us($0.p50))/\(us($0.p99))/\(us($0.max))" } ?? "-")"
+    }
+}
+
+enum TickCheck {
+    /// Bounds from issue 3: timestamps equal the kernel's (on its progression within 1 µs),
+    /// targetTimestamp within 50 µs of the real next vblank at the client's rate.
+    static let progressionToleranceNs = 1_000.0
+    static let targetToleranceNs = 50_000.0
+    /// The daemon's duration is its model's period; vkms periods are whole ns.
+    static let durationToleranceNs = 100.0
+
+    /// Checks `ticks` whose timestamps fall in `from...to` against `segment` (the mode in force)
+    /// for a client at `divisor`: sequences, gaps (each accounted for by `skipped`), timestamps,
+    /// duration, targetTimestamp, flags and rate.
+    static func check(
+        _ name: String, _ ticks: [FollowTick], divisor: UInt64, segment: VBlankSegment, truth: VBlankTruth,
+        from: UInt64, to: UInt64, minimumTicks: Int = 10
+    ) -> ClientWindowReport {
+        var report = ClientWindowReport(name: name, divisor: divisor)
+        let window = ticks.filter { $0.timestampNs >= from && $0.timestampNs <= to }
+        report.ticks = window.count
+        func fail(_ text: String) { if report.failures.count < 12 { report.failures.append("\(name): \(text)") } }
+        guard window.count >= minimumTicks else {
+            fail("only \(window.count) ticks in the window (want \(minimumTicks))")
+            return report
+        }
+        let period = segment.periodNs
+        var previous: FollowTick?
+        for tick in window {
+            if tick.seq % divisor != 0 { fail("seq \(tick.seq) is not a multiple of divisor \(divisor)") }
+            if let p = previous {
+                if tick.seq <= p.seq {
+                    fail("seq \(tick.seq) after \(p.seq): not increasing (duplicate or stale tick)")
+                } else if tick.seq - p.seq != divisor * UInt64(1 + tick.skipped) {
+                    fail("seq \(p.seq) → \(tick.seq) with skipped \(tick.skipped) at divisor \(divisor): unaccounted gap")
+                }
+                report.skipped += tick.skipped
+            }
+            let onProgression = Double(tick.timestampNs) - Double(segment.fit.predictedTimestamp(forSequence: tick.seq))
+            if abs(onProgression) > progressionToleranceNs {
+                fail("seq \(tick.seq) timestamp \(tick.timestampNs) is \(Int(onProgression)) ns off the kernel's progression")
+            }
+            if let real = truth.timestamps[tick.seq], real != tick.timestampNs {
+                fail("seq \(tick.seq) timestamp \(tick.timestampNs) differs from another client's \(real)")
+            }
+            if abs(Double(tick.durationNs) - period) > durationToleranceNs {
+                fail("seq \(tick.seq) duration \(tick.durationNs) ns, the display's period is \(String(format: "%.1f", period)) ns")
+            }
+            if let next = truth.timestamps[tick.seq + divisor] {
+                let error = Double(tick.targetTimestampNs) - Double(next)
+                report.targetErrorsUs.append(abs(error) / 1000)
+                if abs(error) > targetToleranceNs {
+                    fail("seq \(tick.seq) targetTimestamp \(tick.targetTimestampNs) is \(Int(error)) ns from vblank \(tick.seq + divisor) at \(next)")
+                }
+            }
+            if tick.flags != ["hardware"] { fail("seq \(tick.seq) flags \(tick.flags), want [hardware]") }
+            report.latenciesUs.append(tick.latencyUs)
+            previous = tick
+        }
+        let first = window.first!, last = window.last!
+        let span = Double(last.timestampNs - first.timestampNs) / 1e9
+        let wantHz = 1e9 / period / Double(divisor)
+        report.deliveredHz = Double(window.count - 1) / span
+        report.sequenceHz = Double(last.seq - first.seq) / Double(divisor) / span
+        if abs(report.sequenceHz - wantHz) / wantHz > 10e-6 {
+            fail("rate by sequence \(report.sequenceHz) Hz, want \(wantHz) Hz")
+        }
+        // TCG guests sometimes stall a whole frame; the skipped ones are accounted for above.
+        if report.deliveredHz < 0.95 * wantHz {
+            fail("delivered \(report.deliveredHz) Hz, less than 95 % of \(wantHz) Hz")
+        }
+        return report
+    }
+
+    /// Sequences a client got twice or out of order anywhere in its run.
+    static func notIncreasing(_ ticks: [FollowTick]) -> [String] {
+        zip(ticks, ticks.dropFirst()).filter { $0.1.seq <= $0.0.seq }
+            .map { "seq \($0.1.seq) (timestamp \($0.1.timestampNs)) after seq \($0.0.seq)" }
+    }
+}
