@@ -4,51 +4,90 @@ import Testing
 import VsyncCore
 
 /// Starts the real `vsyncd` binary (built next to the test bundle) on a socket in a temp dir.
-final class DaemonProcess {
-    let process = Process()
+///
+/// `@unchecked Sendable`: `process` is replaced only by `start()`, which a test calls from the
+/// one task that owns the daemon; everything else is immutable.
+final class DaemonProcess: @unchecked Sendable {
+    private(set) var process = Process()
     let directory: URL
     let socketPath: String
     let logURL: URL
+    private let executable: String
+    private let launchArguments: [String]
+    private let environment: [String: String]
 
-    /// The built `vsyncd`: next to this test binary in the build directory.
-    static var binaryPath: String {
-        var buffer = [CChar](repeating: 0, count: 4096)
-        let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        let exe = n > 0 ? String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
-        var dir = URL(fileURLWithPath: exe).deletingLastPathComponent()
-        // The xctest may sit inside a bundle directory on some layouts.
-        for _ in 0..<4 {
-            let candidate = dir.appendingPathComponent("vsyncd").path
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-            dir = dir.deletingLastPathComponent()
+    /// `name` in `$VSYNCD_BIN_DIR`, or next to this test binary (`swift build --build-tests`
+    /// builds every product there; the test binary may sit inside an .xctest bundle).
+    static func binary(_ name: String) throws -> String {
+        var directories: [String] = []
+        if let dir = ProcessInfo.processInfo.environment["VSYNCD_BIN_DIR"] { directories.append(dir) }
+        var dir = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+        while dir.pathComponents.contains(where: { $0.hasSuffix(".xctest") }) { dir.deleteLastPathComponent() }
+        directories.append(dir.path)
+        for directory in directories {
+            let path = directory + "/" + name
+            if FileManager.default.isExecutableFile(atPath: path) { return path }
         }
-        return URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("vsyncd").path
+        throw HarnessError("no \(name) binary in \(directories): build it with 'swift build' first")
+    }
+
+    /// The built `vsyncd`.
+    static var binaryPath: String {
+        (try? binary("vsyncd")) ?? "vsyncd"
     }
 
     init(hertz: Double = 60, extra: [String] = [], environment: [String: String] = [:],
-         launcher: [String] = [], socketPath: String? = nil, waitForSocket: Bool = true) throws {
+         launcher: [String] = [], socketPath: String? = nil, waitForSocket: Bool = true,
+         logLevel: String = "debug") throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("vsyncd-test-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         self.socketPath = socketPath ?? directory.appendingPathComponent("s.sock").path
         logURL = directory.appendingPathComponent("vsyncd.log")
         _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
-        let daemonArguments = ["--source", "timer:\(hertz)", "--socket", self.socketPath, "--log-level", "debug"] + extra
+        let daemonArguments = ["--source", "timer:\(hertz)", "--socket", self.socketPath, "--log-level", logLevel] + extra
+        let vsyncd = try Self.binary("vsyncd")
         if launcher.isEmpty {
-            process.executableURL = URL(fileURLWithPath: Self.binaryPath)
-            process.arguments = daemonArguments
+            executable = vsyncd
+            launchArguments = daemonArguments
         } else {
             // e.g. systemd-socket-activate, which then runs vsyncd in the same process.
-            process.executableURL = URL(fileURLWithPath: launcher[0])
-            process.arguments = Array(launcher.dropFirst()) + [Self.binaryPath] + daemonArguments
+            executable = launcher[0]
+            launchArguments = Array(launcher.dropFirst()) + [vsyncd] + daemonArguments
         }
+        self.environment = environment
+        try launch()
+        if waitForSocket { try waitUntilListening() }
+    }
+
+    private func launch() throws {
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = launchArguments
         if !environment.isEmpty {
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         }
         let log = try FileHandle(forWritingTo: logURL)
+        log.seekToEndOfFile()
         process.standardError = log
         process.standardOutput = log
         try process.run()
-        if waitForSocket { try waitUntilListening() }
+    }
+
+    /// Starts vsyncd again, with the same arguments on the same socket (after `kill()`).
+    func start() throws {
+        guard !process.isRunning else { return }
+        try launch()
+        try waitUntilListening()
+    }
+
+    var isRunning: Bool { process.isRunning }
+
+    /// SIGKILL: the daemon dies without closing anything, as in a crash. The socket file stays
+    /// behind; the next vsyncd replaces it.
+    func kill() {
+        guard process.isRunning else { return }
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
     }
 
     func waitUntilListening(timeout: Double = 10) throws {
@@ -67,13 +106,13 @@ final class DaemonProcess {
     /// SIGTERM and wait; returns the exit status.
     @discardableResult
     func stop() -> Int32 {
-        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+        if process.isRunning { Glibc.kill(process.processIdentifier, SIGTERM) }
         process.waitUntilExit()
         return process.terminationStatus
     }
 
     deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
         try? FileManager.default.removeItem(at: directory)
     }
 }
@@ -91,7 +130,7 @@ enum Received: Equatable {
 
 /// A raw SOCK_SEQPACKET client speaking the wire protocol through VsyncCore's codec.
 final class RawClient {
-    let fd: Int32
+    private(set) var fd: Int32
 
     init(path: String) throws {
         fd = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0)
@@ -106,12 +145,17 @@ final class RawClient {
         }
         guard rc == 0 else {
             let e = errno
-            close(fd)
+            Glibc.close(fd)
             throw HarnessError("connect \(path): \(String(cString: strerror(e)))")
         }
     }
 
-    deinit { close(fd) }
+    deinit { close() }
+
+    /// Closes the socket now, as a process does when it exits (idempotent).
+    func close() {
+        if fd >= 0 { Glibc.close(fd); fd = -1 }
+    }
 
     func send(_ bytes: [UInt8]) {
         _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }

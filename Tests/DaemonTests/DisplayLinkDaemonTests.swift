@@ -18,7 +18,7 @@ extension DisplayLinkTests {
         }
 
         @Test func thirtyFramesPerSecondOnASixtyHertzDisplay() async throws {
-            let daemon = try DisplayLinkDaemonProcess(hz: 60)
+            let daemon = try DaemonProcess(hertz: 60, logLevel: "warning")
             defer { daemon.stop() }
             let recorder = LinkRecorder()
             let link = DisplayLink(socketPath: daemon.socketPath, handler: recorder.handler())
@@ -56,7 +56,7 @@ extension DisplayLinkTests {
         }
 
         @Test func rateRangeAndLiveRateChange() async throws {
-            let daemon = try DisplayLinkDaemonProcess(hz: 60)
+            let daemon = try DaemonProcess(hertz: 60, logLevel: "warning")
             defer { daemon.stop() }
             let recorder = LinkRecorder()
             let link = DisplayLink(socketPath: daemon.socketPath, handler: recorder.handler())
@@ -72,7 +72,7 @@ extension DisplayLinkTests {
         }
 
         @Test func pauseAndInvalidateStopTicks() async throws {
-            let daemon = try DisplayLinkDaemonProcess(hz: 60)
+            let daemon = try DaemonProcess(hertz: 60, logLevel: "warning")
             defer { daemon.stop() }
             let recorder = LinkRecorder()
             let link = DisplayLink(socketPath: daemon.socketPath, handler: recorder.handler())
@@ -94,7 +94,7 @@ extension DisplayLinkTests {
         }
 
         @Test func runLoopDeliveryAndSlowHandler() async throws {
-            let daemon = try DisplayLinkDaemonProcess(hz: 60)
+            let daemon = try DaemonProcess(hertz: 60, logLevel: "warning")
             defer { daemon.stop() }
             let recorder = LinkRecorder()
             let calls = Atomic<Int>(0)
@@ -117,7 +117,7 @@ extension DisplayLinkTests {
         }
 
         @Test func reconnectsWithinASecondAfterTheDaemonIsKilledAndRestarted() async throws {
-            let daemon = try DisplayLinkDaemonProcess(hz: 60)
+            let daemon = try DaemonProcess(hertz: 60, logLevel: "warning")
             defer { daemon.stop() }
             let recorder = LinkRecorder()
             let link = DisplayLink(socketPath: daemon.socketPath, handler: recorder.handler())
@@ -147,12 +147,12 @@ extension DisplayLinkTests {
         /// `sub.client` when a vblank came first: the first send failed, the client was freed,
         /// and the second subscription in the same loop still pointed at it).
         @Test func vsyncdSurvivesClientsClosingWithTwoLiveSubscriptions() async throws {
-            let daemon = try DisplayLinkDaemonProcess(hz: 250)
+            let daemon = try DaemonProcess(hertz: 250, logLevel: "warning")
             defer { daemon.stop() }
             for round in 0..<100 {
-                let client = try #require(RawVsyncClient(path: daemon.socketPath))
+                let client = try RawClient(path: daemon.socketPath)
                 client.send(.hello(Hello(minVersion: 1, maxVersion: 1, clientName: "two-links")))
-                guard case .welcome = client.receive(timeout: 2) else {
+                guard case .message(.welcome) = client.receive(timeout: 2) else {
                     Issue.record("no WELCOME in round \(round)")
                     client.close()
                     break
@@ -161,7 +161,7 @@ extension DisplayLinkTests {
                     client.send(.subscribe(Subscribe(subscriptionID: id, selector: .primary, range: .default)))
                 }
                 var ticks = 0
-                while ticks < 2, let message = client.receive(timeout: 1) {
+                while ticks < 2, case .message(let message) = client.receive(timeout: 1) {
                     if case .tick = message { ticks += 1 }
                 }
                 client.close()
@@ -188,7 +188,7 @@ extension DisplayLinkTests {
         }
 
         @Test func followPrintsJSONTicksAndASummary() async throws {
-            let daemon = try DisplayLinkDaemonProcess(hz: 60)
+            let daemon = try DaemonProcess(hertz: 60, logLevel: "warning")
             defer { daemon.stop() }
             let result = try runProbe(["follow", "--socket", daemon.socketPath, "--fps", "30", "--frames", "20", "--json"], timeout: 10)
             #expect(result.status == 0, "stderr: \(result.stderr)")
@@ -221,10 +221,10 @@ extension DisplayLinkTests {
         }
 
         @Test func followStopsOnSIGINTWithASummary() async throws {
-            let daemon = try DisplayLinkDaemonProcess(hz: 60)
+            let daemon = try DaemonProcess(hertz: 60, logLevel: "warning")
             defer { daemon.stop() }
             let process = Process()
-            process.executableURL = URL(fileURLWithPath: try DisplayLinkDaemonProcess.binary("vsync-probe"))
+            process.executableURL = URL(fileURLWithPath: try DaemonProcess.binary("vsync-probe"))
             process.arguments = ["follow", "--socket", daemon.socketPath]
             let out = Pipe()
             process.standardOutput = out
@@ -252,7 +252,7 @@ extension DisplayLinkTests {
 
         func runProbe(_ arguments: [String], timeout: Double) throws -> ProbeResult {
             let process = Process()
-            process.executableURL = URL(fileURLWithPath: try DisplayLinkDaemonProcess.binary("vsync-probe"))
+            process.executableURL = URL(fileURLWithPath: try DaemonProcess.binary("vsync-probe"))
             process.arguments = arguments
             let out = Pipe()
             let err = Pipe()

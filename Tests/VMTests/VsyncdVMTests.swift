@@ -61,9 +61,9 @@ struct VsyncdVMTests {
         }
     }
 
-    /// A mode change mid-run (60 → 144 Hz, then back to fbcon's 60 when vkms-modeset exits):
-    /// `duration`, divisors and intervals follow within 3 frames of the first vblank at the new
-    /// rate.
+    /// A mode change mid-run (60 → 144 Hz): `duration`, divisors and intervals follow within 3
+    /// frames of the first vblank at the new rate. The mode stays when vkms-modeset exits: fbcon
+    /// restores its own only on the card's last close, and vsyncd keeps the card open.
     @Test func modeChangeMidRunFollowedWithin3Frames() async throws {
         var script = try VsyncdGuestScript()
         script.listDisplays()
@@ -82,7 +82,7 @@ struct VsyncdVMTests {
         let defaultHz = try out.defaultRefreshHz()
         let steady = try #require(out.mark("steady")), end = try #require(out.mark("end"))
         let report = try ModeChangeCheck.run(
-            out, clients: clients, expectedHz: [defaultHz, 1e9 / customModePeriodNs(144), defaultHz], from: steady, to: end)
+            out, clients: clients, expectedHz: [defaultHz, 1e9 / customModePeriodNs(144)], from: steady, to: end)
         #expect(report.failures.isEmpty, "\(report.failures.joined(separator: "\n"))")
     }
 }
