@@ -20,6 +20,7 @@ let package = Package(
         .executable(name: "vkms-modeset", targets: ["vkms-modeset"]),
         .executable(name: "vsync-bench", targets: ["vsync-bench"]),
         .executable(name: "vsync-bench-client", targets: ["vsync-bench-client"]),
+        .executable(name: "vsync-soak", targets: ["vsync-soak"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -77,6 +78,11 @@ let package = Package(
         .executableTarget(
             name: "vsync-bench-client",
             dependencies: ["DisplayLink", "VsyncCore", .product(name: "Histogram", package: "hdrhistogram-swift")]
+        ),
+        // Soak run (issue 4): vsyncd at 240 Hz with clients that join, leave, pause and change rates.
+        .executableTarget(
+            name: "vsync-soak",
+            dependencies: ["DisplayLink", "VsyncCore", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .testTarget(name: "VsyncCoreTests", dependencies: ["VsyncCore"]),
         .testTarget(name: "DaemonTests", dependencies: ["VsyncCore", "VsyncDaemon", "DisplayLink"]),

@@ -2,6 +2,7 @@
 """A raw vsyncd protocol client for the VM tests (docs/PROTOCOL.md), run inside the guest.
 
     guest-vsyncd-client.py SOCKET FPS [--never-read]
+    guest-vsyncd-client.py SOCKET --wait-listen
 
 Handshakes, subscribes to the primary display at FPS (0 = full rate) and prints one JSON object
 per server message on stdout, each with recvNs (CLOCK_MONOTONIC when it was read):
@@ -13,6 +14,9 @@ per server message on stdout, each with recvNs (CLOCK_MONOTONIC when it was read
 It exists because `vsync-probe follow` prints ticks only, not display events. With --never-read
 it subscribes, prints {"type":"sleeping"} and then never reads its socket again (a stuck client).
 Runs until killed or until the daemon closes the connection ({"type":"closed"}).
+With --wait-listen it prints {"type":"polling"}, tries to connect every 5 ms, prints
+{"type":"listening","recvNs":..} as soon as a connect succeeds (the daemon's socket is up), then
+handshakes and prints {"type":"serving","recvNs":..} when WELCOME comes (its loop runs).
 """
 import json
 import socket
@@ -31,7 +35,26 @@ def emit(obj):
     print(json.dumps(obj), flush=True)
 
 
+def wait_listen(path):
+    emit({"type": "polling"})
+    while True:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            s.connect(path)
+            emit({"type": "listening", "recvNs": now()})
+            s.send(struct.pack("<HHIIHH32s", 1, 48, 0, 0x4E595356, 1, 1, b"guest-vsyncd-poller"))
+            s.recv(4096)
+            emit({"type": "serving", "recvNs": now()})
+            return 0
+        except OSError:
+            time.sleep(0.005)
+        finally:
+            s.close()
+
+
 def main():
+    if sys.argv[2] == "--wait-listen":
+        return wait_listen(sys.argv[1])
     path, fps = sys.argv[1], float(sys.argv[2])
     never_read = "--never-read" in sys.argv[3:]
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)

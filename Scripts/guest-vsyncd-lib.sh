@@ -40,6 +40,23 @@ vsyncd_start() {
   mark vsyncd-ready
 }
 
+# vsyncd_restart_timed: starts vsyncd again and prints @@listening NS, the time its socket first
+# accepted a connection, and @@serving NS, when it answered a handshake (a poller started
+# beforehand sees both; the "ready" log line reaches us late in a TCG guest).
+vsyncd_restart_timed() {
+  python3 "$GUEST_CLIENT" "$VSYNCD_SOCK" --wait-listen >/tmp/listen.out 2>&1 &
+  poller=$!
+  i=0
+  while ! grep -q polling /tmp/listen.out; do
+    i=$((i + 1)); [ $i -gt 600 ] && { echo "@@error listen poller did not start"; return 1; }
+    sleep 0.02
+  done
+  mark launch
+  vsyncd_start
+  wait $poller
+  sed -n 's/.*"\(listening\|serving\)", "recvNs": \([0-9]*\).*/@@\1 \2/p' /tmp/listen.out
+}
+
 # vsyncd_stop: SIGTERM, and the exit status as @@vsyncd.status.
 vsyncd_stop() {
   kill -TERM $VSYNCD 2>/dev/null
@@ -66,7 +83,7 @@ raw() {
 # wait_ticks NAME N: until client NAME printed N lines (30 s at most).
 wait_ticks() {
   i=0
-  while [ "$(wc -l </tmp/c.$1.out)" -lt "$2" ]; do
+  while [ "$(cat /tmp/c.$1.out 2>/dev/null | wc -l)" -lt "$2" ]; do
     i=$((i + 1)); [ $i -gt 600 ] && { echo "@@error $1 printed fewer than $2 lines"; return 1; }
     sleep 0.05
   done

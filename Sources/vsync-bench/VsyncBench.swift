@@ -38,11 +38,10 @@ struct VsyncBench: ParsableCommand {
         let counts = try Self.list(clients, "--clients")
         let hzs = try Self.list(rates, "--rates")
         guard seconds > 0, warmup >= 0 else { throw ValidationError("--seconds must be > 0 and --warmup ≥ 0") }
-        let cleanup = Self.installCleanup()
-        defer { withExtendedLifetime(cleanup) {} }
         Self.raiseFileLimit(clients: counts.max() ?? 0)
-
         let workDir = try Self.makeWorkDir()
+        let cleanup = Self.installCleanup(removing: keep ? nil : workDir)
+        defer { withExtendedLifetime(cleanup) {} }
         defer {
             ChildProcess.killAll()
             if !keep { try? FileManager.default.removeItem(atPath: workDir) }
@@ -136,13 +135,14 @@ struct VsyncBench: ParsableCommand {
     }
 
     /// SIGINT/SIGTERM: kill every child before exiting. Keep the sources alive for the run.
-    static func installCleanup() -> [any DispatchSourceSignal] {
+    static func installCleanup(removing workDir: String?) -> [any DispatchSourceSignal] {
         var sources: [any DispatchSourceSignal] = []
         for signo in [SIGINT, SIGTERM, SIGHUP] {
             signal(signo, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: signo, queue: .global())
             source.setEventHandler {
                 ChildProcess.killAll()
+                if let workDir { try? FileManager.default.removeItem(atPath: workDir) }
                 Glibc.exit(128 + signo)
             }
             source.resume()
