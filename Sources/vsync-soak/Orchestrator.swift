@@ -132,7 +132,8 @@ struct Orchestrator {
         }
         if let first = afterWarmup.first, let top = afterWarmup.max() { summary.rssGrowthKiB = top - first }
         judge(log: log)
-        if summary.passed { try? FileManager.default.removeItem(atPath: dir) }
+        // Logs are kept for a failure worth reading (not the self-test's expected one).
+        if summary.passed || options.injectLoss { try? FileManager.default.removeItem(atPath: dir) }
         return summary
     }
 
@@ -172,7 +173,7 @@ struct Orchestrator {
         }
         if summary.ticks == 0 { summary.failures.append("no client received a tick") }
         summary.passed = summary.failures.isEmpty
-        if !summary.passed { summary.failures.append("logs kept in \(dir)") }
+        if !summary.passed && !options.injectLoss { summary.failures.append("logs kept in \(dir)") }
     }
 
     private mutating func startWorker(steady: Bool, socket: String) throws {
@@ -184,7 +185,8 @@ struct Orchestrator {
         let process = try ChildProcess.spawn(
             soak,
             ["worker", "--socket", socket, "--seed", "\(rng.next())", "--index", "\(index)",
-             "--role", steady ? "steady" : "churn", "--lifetime", "\(lifetime)", "--hz", "\(options.hz)"],
+             "--role", steady ? "steady" : "churn", "--lifetime", "\(lifetime)", "--hz", "\(options.hz)"]
+                + (options.injectLoss ? ["--inject-loss"] : []),
             stdoutPath: reportPath, stderrPath: dir + "/workers.log")
         workers[index] = RunningWorker(process: process, steady: steady, reportPath: reportPath)
         summary.workersStarted += 1

@@ -25,6 +25,8 @@ struct Run: ParsableCommand {
     @Option(help: "Largest allowed growth of vsyncd's RSS after warm-up, in KiB.") var rssBoundKib = 2048
     @Option(help: "Largest allowed difference of vsyncd's fd count from its baseline after all clients left.") var fdSlack = 2
     @Option(help: "Mean seconds between SIGKILLs of a random churning client (0: none).") var killEvery = 2.0
+    @Flag(help: "Self-test: workers hide one tick in 100 from their checks, so the run must fail with violations.")
+    var injectLoss = false
 
     func validate() throws {
         guard seconds >= 5 else { throw ValidationError("--seconds must be at least 5") }

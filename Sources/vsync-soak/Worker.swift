@@ -17,6 +17,7 @@ struct Worker: ParsableCommand {
     var role = "churn"
     @Option(help: "Seconds before the worker leaves by itself.") var lifetime = 10.0
     @Option(help: "The timer source's rate, to know which divisor each rate maps to.") var hz = 240.0
+    @Flag(help: .hidden) var injectLoss = false
 
     static let rates = [0, 240, 120, 80, 60, 48, 40, 30, 24, 20, 15, 10, 5, 1, 500, 100, 90, 45]
     static let maxLinks = 4
@@ -36,7 +37,7 @@ struct Worker: ParsableCommand {
         // Join a little after starting, so joins are spread out.
         if Signals.wait(signals, seconds: Double.random(in: 0...0.3, using: &rng)) != nil { stop = true }
         if !stop {
-            let main = LinkProbe(socket: socket, refreshHz: hz, keepsUp: steady, label: "soak.link.0")
+            let main = LinkProbe(socket: socket, refreshHz: hz, keepsUp: steady, label: "soak.link.0", injectLoss: injectLoss)
             if !steady, rng.chance(0.5) { main.setFramesPerSecond(Self.rates.randomElement(using: &rng)!) }
             main.start()
             live.append(main)
@@ -62,7 +63,7 @@ struct Worker: ParsableCommand {
                 probe.setPaused(pause)
                 if pause { report.pauses += 1 } else { report.resumes += 1 }
             case 60..<72 where live.count < Self.maxLinks:
-                let extra = LinkProbe(socket: socket, refreshHz: hz, keepsUp: false, label: "soak.link.\(opened)")
+                let extra = LinkProbe(socket: socket, refreshHz: hz, keepsUp: false, label: "soak.link.\(opened)", injectLoss: injectLoss)
                 opened += 1
                 extra.setFramesPerSecond(Self.rates.randomElement(using: &rng)!)
                 extra.start()
