@@ -5,7 +5,8 @@ import VsyncCore
 /// A timer bound to a display's vertical blank, like `CADisplayLink`, fed by the vsyncd daemon.
 ///
 /// Create a link with a handler, then schedule it on a run loop (``add(to:forMode:)``), on a
-/// dispatch queue (``start(on:)``), or iterate ``frames``. Each callback belongs to one vblank:
+/// dispatch queue (``start(on:)``), on the library's reader thread (``start()``), or iterate
+/// ``frames``. Each callback belongs to one vblank:
 /// ``timestamp`` is that vblank, ``targetTimestamp`` the next one at the link's rate (the deadline
 /// for the frame being prepared), ``duration`` the display's frame interval.
 ///
@@ -74,10 +75,12 @@ public final class DisplayLink: Sendable {
         var queuePending: Frame?
         var queueEvents: [Event] = []
         var queuePoked = false
+        /// Started with ``start()``: the handler runs on the connection's reader thread.
+        var direct = false
         var streams: [Int: AsyncStream<Frame>.Continuation] = [:]
         var nextStreamID = 0
 
-        var hasTargets: Bool { !runLoops.isEmpty || queue != nil || !streams.isEmpty }
+        var hasTargets: Bool { !runLoops.isEmpty || queue != nil || direct || !streams.isEmpty }
     }
 
     /// Creates a link that calls `handler` once per frame of `display`, once scheduled.
@@ -172,20 +175,49 @@ public final class DisplayLink: Sendable {
     }
 
     /// Fires the link on `queue`. At most one callback is queued at a time; a tick that arrives
-    /// while one is pending replaces it. Calling it again moves the link to the new queue.
+    /// while one is pending replaces it. Calling it again moves the link to the new queue (and
+    /// off the reader thread, if it was started with ``start()``).
     public func start(on queue: DispatchQueue) {
         state.withLock { s in
             guard s.valid else { return }
             s.queue = queue
+            s.direct = false
             subscribeIfNeeded(&s)
         }
     }
 
-    /// Stops firing the link on its dispatch queue.
+    /// Fires the link directly on the library's reader thread, the thread that receives the
+    /// ticks from vsyncd, like `CVDisplayLink`'s callback on its own thread.
+    ///
+    /// This saves a thread wake-up per frame over ``start(on:)``, and so latency and CPU, but
+    /// the handler runs on a thread you do not own:
+    /// - Keep it short and never block in it. While it runs, the reader thread reads nothing:
+    ///   the other links of the process on the same socket that use this mode wait for it
+    ///   (links on queues and run loops have already been handed their frame), and requests
+    ///   such as ``isPaused`` changes are sent after it returns.
+    /// - A slow handler skips frames rather than queueing them: when it returns, only the
+    ///   newest tick is delivered, and ``skippedFrames`` counts the rest.
+    /// - ``errorHandler`` and ``displayChangeHandler`` are called on the same thread.
+    /// - The handler may use the link (read its properties, pause it, ``invalidate()`` it)
+    ///   and make other links; hop to your own queue for anything else.
+    ///
+    /// Calling ``start(on:)`` moves the link to a queue; ``stop()`` stops it.
+    public func start() {
+        state.withLock { s in
+            guard s.valid else { return }
+            s.queue = nil
+            s.queuePending = nil
+            s.direct = true
+            subscribeIfNeeded(&s)
+        }
+    }
+
+    /// Stops firing the link on its dispatch queue or reader thread (``start(on:)``, ``start()``).
     public func stop() {
         state.withLock { s in
             s.queue = nil
             s.queuePending = nil
+            s.direct = false
             unsubscribeIfUnused(&s)
         }
     }
@@ -238,6 +270,7 @@ public final class DisplayLink: Sendable {
             s.runLoops = []
             s.queue = nil
             s.queuePending = nil
+            s.direct = false
             s.streams = [:]
             let id = s.subscriptionID
             s.subscriptionID = nil
@@ -430,10 +463,14 @@ public final class DisplayLink: Sendable {
         if w.global { DispatchQueue.global().async { self.fireQueue() } }
     }
 
-    /// A tick from the reader thread: the newest for this link in its drain.
-    func connectionDidDeliver(_ frame: Frame) {
+    /// A tick from the reader thread: the newest for this link in its drain. Returns true when
+    /// the reader thread should then call ``runDirectHandler(_:)`` (the link was ``start()``ed).
+    @discardableResult
+    func connectionDidDeliver(_ frame: Frame) -> Bool {
+        var direct = false
         let wakeups = state.withLock { s -> Wakeups? in
             guard s.valid, !s.paused else { return nil }
+            direct = s.direct
             s.displayIntervalNs = frame.durationNanoseconds
             var w = Wakeups()
             for i in s.runLoops.indices {
@@ -456,11 +493,23 @@ public final class DisplayLink: Sendable {
             }
             if !s.streams.isEmpty {
                 w.streams = Array(s.streams.values)
-                if s.runLoops.isEmpty && s.queue == nil { s.current = frame }
+                if s.runLoops.isEmpty && s.queue == nil && !s.direct { s.current = frame }
             }
             return w
         }
         if let wakeups { perform(wakeups, frame: frame) }
+        return direct
+    }
+
+    /// Runs the handler of a ``start()``ed link on the reader thread, after every link of the
+    /// drain has been handed its frame.
+    func runDirectHandler(_ frame: Frame) {
+        let handler = state.withLock { s -> (@Sendable (DisplayLink) -> Void)? in
+            guard s.valid, s.direct, !s.paused else { return nil }
+            s.current = frame
+            return s.handler
+        }
+        handler?(self)
     }
 
     func connectionDidSubscribe(_ answer: Subscribed) {
@@ -491,9 +540,15 @@ public final class DisplayLink: Sendable {
 
     /// Queues an error or display change on the link's context.
     private func post(_ event: Event) {
+        var direct = false
         let wakeups = state.withLock { s -> Wakeups? in
             guard s.valid else { return nil }
             var w = Wakeups()
+            if s.direct && s.runLoops.isEmpty {
+                // post is only called on the reader thread: that is this link's context.
+                direct = true
+                return nil
+            }
             if !s.runLoops.isEmpty {
                 s.runLoops[0].events.append(event)
                 if !s.runLoops[0].poked {
@@ -509,6 +564,7 @@ public final class DisplayLink: Sendable {
             }
             return w
         }
+        if direct { dispatch([event]) }
         if let wakeups { perform(wakeups) }
     }
 }

@@ -169,12 +169,36 @@ final class DisplayLinkConnection: Sendable {
         var received: UInt64
     }
 
+    /// Storage the reader thread reuses on every wake-up, so a tick allocates nothing.
+    private struct Scratch {
+        var buffer = [UInt8](repeating: 0, count: WireProtocol.maxMessageSize)
+        /// The newest tick per subscription in the current drain. Usually one entry or a few,
+        /// so a linear search beats hashing.
+        var ticks: [PendingTick] = []
+        /// This drain's frames with their links; `direct` once the link asked for a call on this thread.
+        var deliveries: [(link: DisplayLink, frame: Frame, direct: Bool)] = []
+        /// Requests taken out of the outbox to be sent (swapped, so both keep their capacity).
+        var sending: [ClientMessage] = []
+        var fds = [pollfd](repeating: pollfd(fd: -1, events: 0, revents: 0), count: 2)
+        var sink = [UInt8](repeating: 0, count: 64)
+
+        init() {
+            ticks.reserveCapacity(4)
+            deliveries.reserveCapacity(4)
+        }
+    }
+
     private func run() {
         var session = Session()
-        var buffer = [UInt8](repeating: 0, count: WireProtocol.maxMessageSize)
+        var scratch = Scratch()
         while true {
-            let wanted = state.withLock { !$0.registrations.isEmpty }
-            var now = MonotonicClock.nanoseconds()
+            // One lock round-trip per loop: whether anyone wants ticks, and what to send.
+            let wanted = state.withLock { s -> Bool in
+                if session.ready && !s.outbox.isEmpty { swap(&s.outbox, &scratch.sending) }
+                return !s.registrations.isEmpty
+            }
+            if !scratch.sending.isEmpty { flush(&session, &scratch.sending) }
+            let now = MonotonicClock.nanoseconds()
             if wanted {
                 session.idleSince = nil
             } else if session.fd >= 0 {
@@ -191,11 +215,10 @@ final class DisplayLinkConnection: Sendable {
                 connect(&session, now: now)
             }
 
-            var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
-            if session.fd >= 0 {
-                let events = Int16(POLLIN) | (session.wantWrite ? Int16(POLLOUT) : 0)
-                fds.append(pollfd(fd: session.fd, events: events, revents: 0))
-            }
+            scratch.fds[0] = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
+            let nfds = session.fd >= 0 ? 2 : 1
+            scratch.fds[1] = pollfd(fd: session.fd, events: Int16(POLLIN) | (session.wantWrite ? Int16(POLLOUT) : 0),
+                                    revents: 0)
             var timeout: Int32 = -1
             if wanted && session.fd < 0 {
                 timeout = Self.milliseconds(until: session.retryAt, now: now)
@@ -206,22 +229,22 @@ final class DisplayLinkConnection: Sendable {
                 let untilClose = Self.milliseconds(until: idleSince + Self.idleCloseNs, now: now)
                 timeout = timeout < 0 ? untilClose : min(timeout, untilClose)
             }
-            let rc = poll(&fds, nfds_t(fds.count), timeout)
+            let rc = scratch.fds.withUnsafeMutableBufferPointer { poll($0.baseAddress, nfds_t(nfds), timeout) }
             if rc < 0 && errno != EINTR { usleep(10_000) }
-            if fds[0].revents & Int16(POLLIN) != 0 {
-                var sink = [UInt8](repeating: 0, count: 64)
-                while read(wakeFD, &sink, sink.count) > 0 {}
+            if scratch.fds[0].revents & Int16(POLLIN) != 0 {
+                let sinkCount = scratch.sink.count
+                while scratch.sink.withUnsafeMutableBytes({ read(wakeFD, $0.baseAddress, sinkCount) }) > 0 {}
             }
             guard session.fd >= 0 else { continue }
-            now = MonotonicClock.nanoseconds()
-            let revents = fds.count > 1 ? fds[1].revents : 0
+            let revents = nfds > 1 ? scratch.fds[1].revents : 0
             if revents & (Int16(POLLIN) | Int16(POLLHUP) | Int16(POLLERR)) != 0 {
-                drain(&session, buffer: &buffer)
+                drain(&session, &scratch)
             }
             if session.fd >= 0 && !session.ready && MonotonicClock.nanoseconds() >= session.handshakeDeadline {
                 fail(&session, .connectionFailed(socketPath: socketPath, errno: ETIMEDOUT))
             }
-            if session.fd >= 0 && session.ready { flush(&session) }
+            // A writable socket or requests queued meanwhile (the WELCOME's re-subscribes, say)
+            // are flushed at the top of the next loop, before polling again.
         }
     }
 
@@ -295,15 +318,20 @@ final class DisplayLinkConnection: Sendable {
         for link in links { link.connectionDidFail(error) }
     }
 
-    private func flush(_ session: inout Session) {
+    /// Sends `messages` (taken out of the outbox) in order; what a full socket did not take
+    /// goes back to the front of the outbox. Leaves `messages` empty.
+    private func flush(_ session: inout Session, _ messages: inout [ClientMessage]) {
+        defer { messages.removeAll(keepingCapacity: true) }
         session.wantWrite = false
-        while session.fd >= 0 {
-            guard let message = state.withLock({ $0.outbox.first }) else { return }
+        for (i, message) in messages.enumerated() {
+            guard session.fd >= 0 && session.ready else { return }
             switch UnixSocket.send(session.fd, message.encoded()) {
             case .sent:
-                state.withLock { s in if !s.outbox.isEmpty { s.outbox.removeFirst() } }
+                continue
             case .wouldBlock:
                 session.wantWrite = true
+                let unsent = messages[i...]
+                state.withLock { s in s.outbox.insert(contentsOf: unsent, at: 0) }
                 return
             case .failed(let err):
                 fail(&session, err == EPIPE || err == ECONNRESET
@@ -315,11 +343,10 @@ final class DisplayLinkConnection: Sendable {
 
     /// Reads every datagram waiting, handles control messages in order, then delivers the
     /// newest tick of each subscription.
-    private func drain(_ session: inout Session, buffer: inout [UInt8]) {
-        var ticks: [UInt32: PendingTick] = [:]
+    private func drain(_ session: inout Session, _ scratch: inout Scratch) {
         var closed = false
         while session.fd >= 0 {
-            let n = buffer.withUnsafeMutableBytes { recv(session.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            let n = scratch.buffer.withUnsafeMutableBytes { recv(session.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
             if n == 0 { closed = true; break }
             if n < 0 {
                 let err = errno
@@ -330,7 +357,7 @@ final class DisplayLinkConnection: Sendable {
             let received = MonotonicClock.nanoseconds()
             let message: ServerMessage?
             do {
-                message = try buffer.withUnsafeBytes { raw throws(WireError) in
+                message = try scratch.buffer.withUnsafeBytes { raw throws(WireError) in
                     try ServerMessage.decode(UnsafeRawBufferPointer(rebasing: raw[0..<n]))
                 }
             } catch {
@@ -339,19 +366,18 @@ final class DisplayLinkConnection: Sendable {
             }
             guard let message else { continue }  // a newer daemon's message type: ignore
             if case .tick(let tick) = message {
-                if var pending = ticks[tick.subscriptionID] {
-                    pending.replaced += Int(pending.tick.skipped) + 1
-                    pending.tick = tick
-                    pending.received = received
-                    ticks[tick.subscriptionID] = pending
+                if let i = scratch.ticks.firstIndex(where: { $0.tick.subscriptionID == tick.subscriptionID }) {
+                    scratch.ticks[i].replaced += Int(scratch.ticks[i].tick.skipped) + 1
+                    scratch.ticks[i].tick = tick
+                    scratch.ticks[i].received = received
                 } else {
-                    ticks[tick.subscriptionID] = PendingTick(tick: tick, replaced: 0, received: received)
+                    scratch.ticks.append(PendingTick(tick: tick, replaced: 0, received: received))
                 }
             } else {
                 handle(message, &session)
             }
         }
-        deliver(ticks)
+        deliver(&scratch)
         if closed && session.fd >= 0 {
             let wasReady = session.ready
             hangUp(&session)
@@ -366,14 +392,30 @@ final class DisplayLinkConnection: Sendable {
         }
     }
 
-    private func deliver(_ ticks: [UInt32: PendingTick]) {
-        guard !ticks.isEmpty else { return }
-        let targets = state.withLock { s in
-            ticks.compactMap { id, pending in s.registrations[id].map { ($0.link, pending) } }
+    /// Hands each link the newest tick of this drain. Links that run their handler on this
+    /// thread (``DisplayLink/start()``) go last, so a slow one delays only the others of its kind.
+    private func deliver(_ scratch: inout Scratch) {
+        guard !scratch.ticks.isEmpty else { return }
+        state.withLock { s in
+            for pending in scratch.ticks {
+                guard let link = s.registrations[pending.tick.subscriptionID]?.link else { continue }
+                scratch.deliveries.append((link, Frame(pending.tick, extraSkipped: pending.replaced,
+                                                       receivedNanoseconds: pending.received), false))
+            }
         }
-        for (link, pending) in targets {
-            link.connectionDidDeliver(Frame(pending.tick, extraSkipped: pending.replaced, receivedNanoseconds: pending.received))
+        scratch.ticks.removeAll(keepingCapacity: true)
+        var anyDirect = false
+        for i in scratch.deliveries.indices {
+            let d = scratch.deliveries[i]
+            if d.link.connectionDidDeliver(d.frame) {
+                scratch.deliveries[i].direct = true
+                anyDirect = true
+            }
         }
+        if anyDirect {
+            for d in scratch.deliveries where d.direct { d.link.runDirectHandler(d.frame) }
+        }
+        scratch.deliveries.removeAll(keepingCapacity: true)
     }
 
     private typealias Frame = DisplayLink.Frame

@@ -182,13 +182,14 @@ final class DRMVBlankSource: VBlankSource {
         }
     }
 
-    func readEvents(from fd: Int32) -> [SourceEvent] {
+    func readEvents(from fd: Int32, into out: inout [SourceEvent]) {
         if fd == inotifyFD {
             var buffer = [UInt8](repeating: 0, count: 4096)
             while buffer.withUnsafeMutableBytes({ read(fd, $0.baseAddress, $0.count) }) > 0 {}
-            return [.devicesChanged]
+            out.append(.devicesChanged)
+            return
         }
-        guard let (path, card) = cards.first(where: { $0.value.fileDescriptor == fd }) else { return [] }
+        guard let (path, card) = cards.first(where: { $0.value.fileDescriptor == fd }) else { return }
         let events: [VBlankEvent]
         do throws(DRMError) {
             events = try card.readEvents()
@@ -196,12 +197,13 @@ final class DRMVBlankSource: VBlankSource {
             if error.kind == .deviceGone {
                 let keys = active.filter { $0.device == path }
                 drop(path, reason: error.description)
-                return keys.map { .failed($0, .gone) } + [.devicesChanged]
+                for key in keys { out.append(.failed(key, .gone)) }
+                out.append(.devicesChanged)
+                return
             }
             logger.error("\(error)")
-            return []
+            return
         }
-        var out: [SourceEvent] = []
         for event in events {
             guard let key = keysByToken[event.token] else { continue }
             queued.remove(key)
@@ -214,6 +216,5 @@ final class DRMVBlankSource: VBlankSource {
                 out.append(.failed(key, error))
             }
         }
-        return out
     }
 }

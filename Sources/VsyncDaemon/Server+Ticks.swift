@@ -5,7 +5,13 @@ import VsyncCore
 // Vblanks in, ticks out: per-subscription rate, skipped counts and coalescing.
 extension Server {
     func handleSource(_ fd: Int32) {
-        for event in source.readEvents(from: fd) {
+        // Reuse one array's storage across vblanks; take it out so a nested call cannot alias it.
+        var events = sourceEvents
+        sourceEvents = []
+        events.removeAll(keepingCapacity: true)
+        source.readEvents(from: fd, into: &events)
+        defer { sourceEvents = events }
+        for event in events {
             switch event {
             case let .vblank(key, sequence, timestamp):
                 guard let d = displays.first(where: { $0.key == key }), d.vblankActive, d.state == .on else { continue }
@@ -44,6 +50,10 @@ extension Server {
         d.lastSample = (sequence, timestampNs)
         let interval = d.periodNs
         let flags: TickFlags = source.isSynthetic ? .synthetic : .hardwareTimestamp
+        // Subscribers mostly share a divisor: predict once per distinct divisor, not per
+        // subscriber (each prediction copies the display's model).
+        var predictedDivisor: UInt64 = 0
+        var predictedTarget: UInt64 = 0
         for sub in d.subscriptions where !sub.paused {
             let divisor = UInt64(sub.divisor)
             guard RateMapping.isTickDue(sequence: sequence, divisor: sub.divisor) else { continue }
@@ -52,9 +62,13 @@ extension Server {
                 sub.skipped &+= UInt32(clamping: sequence / divisor - last / divisor - 1)
             }
             sub.lastDueSequence = sequence
+            if divisor != predictedDivisor {
+                predictedDivisor = divisor
+                predictedTarget = d.model.predictedTimestamp(forSequence: sequence &+ divisor)
+            }
             let tick = Tick(
                 subscriptionID: sub.id, displayID: d.id, sequence: sequence, timestampNs: timestampNs,
-                targetTimestampNs: d.model.predictedTimestamp(forSequence: sequence &+ divisor),
+                targetTimestampNs: predictedTarget,
                 displayIntervalNs: interval, clientIntervalNs: interval &* divisor,
                 skipped: 0, divisor: sub.divisor, flags: flags)
             offer(tick, to: sub)

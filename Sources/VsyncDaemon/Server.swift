@@ -26,6 +26,8 @@ final class Server {
     var sourceFDs: Set<Int32> = []
     var clients: [Int32: Client] = [:]
     var displays: [Display] = []
+    /// Storage reused by `handleSource` for each read's events.
+    var sourceEvents: [SourceEvent] = []
     var nextDisplayID: UInt32 = 1
     var running = true
     var lastStatus = ""

@@ -19,6 +19,14 @@ final class TimerFD {
         _ = timerfd_settime(fd, Int32(TFD_TIMER_ABSTIME), &spec, nil)
     }
 
+    /// Fires at absolute monotonic `deadlineNs`, then every `intervalNs` with no further syscall.
+    func arm(atNs deadlineNs: UInt64, everyNs intervalNs: UInt64) {
+        var spec = itimerspec()
+        spec.it_value = Self.timespec(ns: deadlineNs)
+        spec.it_interval = Self.timespec(ns: intervalNs)
+        _ = timerfd_settime(fd, Int32(TFD_TIMER_ABSTIME), &spec, nil)
+    }
+
     /// Fires every `intervalNs`, first after one interval.
     func arm(everyNs intervalNs: UInt64) {
         var spec = itimerspec()

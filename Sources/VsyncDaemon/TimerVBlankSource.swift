@@ -4,8 +4,10 @@ import VsyncCore
 /// A software vblank clock (`--source timer:HZ`) for benchmarks and machines without a display.
 ///
 /// Vblank n is at `epoch + n · period` exactly, so sequences and timestamps are ideal and the
-/// sequence keeps counting while nobody listens (as a real vblank counter does). A timerfd armed
-/// for the next period wakes the loop only while the display is active. Its display is named
+/// sequence keeps counting while nobody listens (as a real vblank counter does). A periodic
+/// timerfd wakes the loop only while the display is active; it is re-anchored to the ideal
+/// timeline every `rearmEvery` vblanks (its interval is whole nanoseconds, the period is not), so
+/// the steady state costs one read per vblank and no timerfd_settime. Its display is named
 /// "timer" and its ticks are flagged synthetic.
 final class TimerVBlankSource: VBlankSource {
     static let key = DisplayKey(device: "timer", crtcID: 0)
@@ -16,6 +18,9 @@ final class TimerVBlankSource: VBlankSource {
     private let timer: TimerFD
     private var active = false
     private var lastSequence: UInt64?
+    /// Sequence at which the periodic timer must be re-anchored (drift ≤ 1 ns per vblank).
+    private var rearmAt: UInt64 = 0
+    private static let rearmEvery: UInt64 = 1024
 
     init(hertz: Double) throws(DaemonError) {
         guard hertz.isFinite, hertz >= 1, hertz <= 1000 else {
@@ -54,26 +59,30 @@ final class TimerVBlankSource: VBlankSource {
         now <= epochNs ? 0 : UInt64((Double(now - epochNs) / periodNs).rounded(.down))
     }
 
+    /// Anchors the periodic timer at the next vblank after `now`. The interval is rounded up so
+    /// the timer never fires before a vblank boundary (an early fire would find no new sequence).
     private func armNext(after now: UInt64) {
         var next = sequence(at: now) + 1
         if let last = lastSequence, next <= last { next = last + 1 }
-        timer.arm(atNs: timestamp(next))
+        timer.arm(atNs: timestamp(next), everyNs: UInt64(periodNs.rounded(.up)))
+        rearmAt = next &+ Self.rearmEvery
     }
 
-    func readEvents(from fd: Int32) -> [SourceEvent] {
-        guard fd == timer.fd else { return [] }
+    func readEvents(from fd: Int32, into events: inout [SourceEvent]) {
+        guard fd == timer.fd else { return }
         timer.drain()
-        guard active else { return [] }
+        guard active else { return }
         let now = monotonicNow()
         var seq = sequence(at: now)
         // Rounding can put `now` a hair before the boundary the timer fired for.
         if timestamp(seq + 1) <= now { seq += 1 }
-        var events: [SourceEvent] = []
         if lastSequence.map({ seq > $0 }) ?? true {
             lastSequence = seq
             events.append(.vblank(Self.key, sequence: seq, timestampNs: timestamp(seq)))
+            if seq >= rearmAt { armNext(after: now) }
+        } else {
+            // Fired with no new vblank (drift or a clock step): re-anchor.
+            armNext(after: now)
         }
-        armNext(after: now)
-        return events
     }
 }

@@ -59,6 +59,24 @@ protocol VBlankSource: AnyObject {
     func refresh(_ key: DisplayKey) -> SourceDisplay?
     /// Starts or stops vblank events for a display.
     func setActive(_ key: DisplayKey, _ active: Bool) throws(VBlankFailure)
-    /// Reads what is ready on `fd`; re-arms active displays for their next vblank.
+    /// Reads what is ready on `fd` and appends it to `events`; re-arms active displays for their
+    /// next vblank. Appending into the caller's reused array keeps the per-vblank path free of
+    /// allocation.
+    func readEvents(from fd: Int32, into events: inout [SourceEvent])
+    /// The same, returning a new array (allocates; kept for simple sources such as test doubles).
     func readEvents(from fd: Int32) -> [SourceEvent]
+}
+
+// Either form may be implemented (the real sources implement the appending one; scripted test
+// sources may return an array). A source must implement at least one of the two.
+extension VBlankSource {
+    func readEvents(from fd: Int32, into events: inout [SourceEvent]) {
+        events.append(contentsOf: readEvents(from: fd))
+    }
+
+    func readEvents(from fd: Int32) -> [SourceEvent] {
+        var events: [SourceEvent] = []
+        readEvents(from: fd, into: &events)
+        return events
+    }
 }

@@ -2,7 +2,7 @@ import Foundation
 
 /// The client's command line; vsync-bench writes it, so parsing is strict and minimal.
 struct ClientOptions: Sendable {
-    enum Mode: String, Sendable { case tick, raw, connect, paused }
+    enum Mode: String, Sendable { case tick, direct, raw, connect, paused }
     var index = 0
     var mode = Mode.tick
     var fps = 0
@@ -32,6 +32,11 @@ struct ClientOptions: Sendable {
             default: usage("unknown argument \(argv[i])")
             }
             i += 1
+        }
+        // vsync-bench's `--client-mode callback` starts clients in tick mode; this turns them
+        // into direct ones without a new bench option (docs/PERFORMANCE.md).
+        if o.mode == .tick, ProcessInfo.processInfo.environment["VSYNC_BENCH_DELIVERY"] == "direct" {
+            o.mode = .direct
         }
         return o
     }

@@ -1,9 +1,11 @@
 // vsync-bench-client: one client process of vsync-bench. Not meant to be run by hand.
 //
-//   vsync-bench-client --index I --mode tick|raw|connect|paused [--fps N] [--ready-fd 3] [--max-seconds S]
+//   vsync-bench-client --index I --mode tick|direct|raw|connect|paused [--fps N] [--ready-fd 3] [--max-seconds S]
 //
 // tick:    a DisplayLink on a serial queue; each callback records its entry time minus the
 //          tick's timestamp (CLOCK_MONOTONIC) into an HDR histogram while recording is on.
+// direct:  the same with `link.start()`: the callback runs on DisplayLink's reader thread.
+//          Also chosen for tick mode by VSYNC_BENCH_DELIVERY=direct in the environment.
 // raw:     no DisplayLink: blocking recv on its own socket, like the C reference's clients, to
 //          split latency into the daemon's share and DisplayLink's.
 // connect: handshakes on a raw socket and subscribes to nothing (vsync-bench --idle).
@@ -40,7 +42,7 @@ queue.asyncAfter(deadline: .now() + .seconds(options.maxSeconds)) {
 }
 
 switch options.mode {
-case .tick, .paused:
+case .tick, .direct, .paused:
     let link = DisplayLink(display: .primary) { link in
         let entry = DisplayLink.currentTimeNanoseconds()
         recorder.record(
@@ -56,7 +58,7 @@ case .tick, .paused:
         link.start(on: queue)
         ReadyPipe.announce(options)
     } else {
-        link.start(on: queue)
+        if options.mode == .direct { link.start() } else { link.start(on: queue) }
         recorder.onFirstTick = { ReadyPipe.announce(options) }
     }
     keepAlive.append(link)

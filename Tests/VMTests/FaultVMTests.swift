@@ -148,14 +148,17 @@ struct FaultVMTests {
         print(before.summary)
         print(during.summary)
         #expect(before.failures.isEmpty && during.failures.isEmpty, "\((before.failures + during.failures).joined(separator: "\n"))")
-        // A TCG guest stalls for a frame now and then, whatever the daemon does (see the baseline);
-        // a daemon held up by the stuck or dead client would lose ticks by the dozen.
-        #expect(during.skipped <= max(1, during.ticks / 100), "steady lost \(during.skipped) ticks while others misbehaved")
+        // Generous bounds: the host running this TCG guest is shared, and its load drifts between
+        // the two windows (p99 went from 9.5 to 31 ms with nothing but host load changing). A
+        // daemon held up by the stuck or the dead client fails them by far: it would lose every
+        // tick from then on, or add whole frames to every one (the median).
+        #expect(during.skipped <= 3 * before.skipped + during.ticks / 10,
+                "steady lost \(during.skipped) ticks while others misbehaved, \(before.skipped) alone")
         let p0 = try #require(Percentiles(before.latenciesUs)), p1 = try #require(Percentiles(during.latenciesUs))
-        // Generous bounds: TCG latency is noisy, but a daemon blocked on a stuck client or
-        // tripped by a dead one would add whole frames (16.7 ms) to every tick.
         #expect(p1.p50 <= 2 * p0.p50 + 2_000, "p50 \(p1.p50) µs with, \(p0.p50) µs without")
-        #expect(p1.p99 <= 2 * p0.p99 + 8_000, "p99 \(p1.p99) µs with, \(p0.p99) µs without")
+        #expect(p1.p99 <= 4 * p0.p99 + 20_000, "p99 \(p1.p99) µs with, \(p0.p99) µs without")
+        let lastTick = try #require(steady.last { $0.timestampNs <= end })
+        #expect(end - lastTick.timestampNs < 200_000_000, "steady stopped ticking before the end")
         #expect(out.all("stuck.alive").first == "yes" && out.raw("stuck").contains { $0.type == "sleeping" }, "the stuck client must be subscribed and alive")
         let victim = try #require(out.all("victim.pid").first)
         #expect(out.log.contains { $0.contains("client disconnected: pid \(victim) ") }, "the killed client's disconnect is logged: \(out.log)")
