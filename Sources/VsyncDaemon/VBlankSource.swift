@@ -46,7 +46,7 @@ enum SourceEvent: Sendable {
 /// Where vblanks come from: DRM (`DRMVBlankSource`) or a software clock (`TimerVBlankSource`).
 ///
 /// Driven by the server's one epoll loop: the server polls `pollDescriptors`, calls
-/// `readEvents(from:)` when one is readable, and turns events on per display only while a
+/// `readEvents(from:into:)` when one is readable, and turns events on per display only while a
 /// subscriber is running (`setActive`). A source must never block.
 protocol VBlankSource: AnyObject {
     /// Ticks come from a software clock, not a display.
@@ -63,20 +63,4 @@ protocol VBlankSource: AnyObject {
     /// next vblank. Appending into the caller's reused array keeps the per-vblank path free of
     /// allocation.
     func readEvents(from fd: Int32, into events: inout [SourceEvent])
-    /// The same, returning a new array (allocates; kept for simple sources such as test doubles).
-    func readEvents(from fd: Int32) -> [SourceEvent]
-}
-
-// Either form may be implemented (the real sources implement the appending one; scripted test
-// sources may return an array). A source must implement at least one of the two.
-extension VBlankSource {
-    func readEvents(from fd: Int32, into events: inout [SourceEvent]) {
-        events.append(contentsOf: readEvents(from: fd))
-    }
-
-    func readEvents(from fd: Int32) -> [SourceEvent] {
-        var events: [SourceEvent] = []
-        readEvents(from: fd, into: &events)
-        return events
-    }
 }

@@ -41,10 +41,10 @@ final class ScriptedVBlankSource: VBlankSource, Sendable {
         }
         if off { throw .off }
     }
-    func readEvents(from fd: Int32) -> [SourceEvent] {
+    func readEvents(from fd: Int32, into events: inout [SourceEvent]) {
         var byte: UInt8 = 0
         while read(fd, &byte, 1) > 0 {}
-        return state.withLock { s in
+        events += state.withLock { s in
             let out = s.events.filter {
                 if case .vblank(let key, _, _) = $0 { return s.active.contains(key) } else { return true }
             }
