@@ -26,6 +26,9 @@ extension Server {
     }
 
     func vblank(_ d: Display, sequence: UInt64, timestampNs: UInt64) {
+        // The kernel flushes a pending event when a CRTC goes off or changes mode, carrying the
+        // last vblank's count again: a vblank is ticked once, never twice.
+        if let last = d.lastSample, sequence <= last.sequence { return }
         // A vblank interval off the model by > 0.5 % may be a mode change nobody announced:
         // re-read the CRTC now rather than at the next once-a-second check.
         // A display whose intervals keep deviating without a mode change (VRR, a noisy clock) is

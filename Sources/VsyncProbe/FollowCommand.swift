@@ -30,7 +30,7 @@ struct FollowCommand: ParsableCommand {
     @Option(help: "Stop after this many ticks (default: run until Ctrl-C).")
     var frames: Int?
 
-    @Flag(help: "One JSON object per tick, then one with \"summary\": true.")
+    @Flag(help: "One JSON object per tick (and per display change, with \"event\"), then one with \"summary\": true.")
     var json = false
 
     func validate() throws {
@@ -77,6 +77,7 @@ struct FollowCommand: ParsableCommand {
             link.preferredFramesPerSecond = fps
         }
         link.errorHandler = { error in follower.failed(error) }
+        link.displayChangeHandler = { change in follower.displayChanged(change) }
 
         // Ctrl-C ends the run with a summary, like --frames.
         signal(SIGINT, SIG_IGN)

@@ -57,6 +57,20 @@ final class Follower: Sendable {
             + "  skipped \(f.skipped)  flags \(flags.isEmpty ? "-" : flags)  latency \(fixed(latencyUs, 0)) µs"
     }
 
+    /// A display change as one line: `{"event":"modeChanged","refreshHz":144.000235}`, or text.
+    func displayChanged(_ change: DisplayLink.DisplayChange) {
+        let (name, hz): (String, Double?) = switch change {
+        case .modeChanged(let refreshHz): ("modeChanged", refreshHz)
+        case .off: ("off", nil)
+        case .on: ("on", nil)
+        }
+        if json {
+            Output.line("{\"event\":\"\(name)\"" + (hz.map { ",\"refreshHz\":\(Self.fixed($0, 6))" } ?? "") + "}")
+        } else {
+            Output.line("display " + name + (hz.map { " \(Self.fixed($0, 6)) Hz" } ?? ""))
+        }
+    }
+
     static func flagNames(_ flags: DisplayLink.Flags) -> [String] {
         var names: [String] = []
         if flags.contains(.hardwareTimestamp) { names.append("hardware") }
