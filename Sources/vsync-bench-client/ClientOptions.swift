@@ -33,11 +33,6 @@ struct ClientOptions: Sendable {
             }
             i += 1
         }
-        // vsync-bench's `--client-mode callback` starts clients in tick mode; this turns them
-        // into direct ones without a new bench option (docs/PERFORMANCE.md).
-        if o.mode == .tick, ProcessInfo.processInfo.environment["VSYNC_BENCH_DELIVERY"] == "direct" {
-            o.mode = .direct
-        }
         return o
     }
 

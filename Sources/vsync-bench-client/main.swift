@@ -5,7 +5,6 @@
 // tick:    a DisplayLink on a serial queue; each callback records its entry time minus the
 //          tick's timestamp (CLOCK_MONOTONIC) into an HDR histogram while recording is on.
 // direct:  the same with `link.start()`: the callback runs on DisplayLink's reader thread.
-//          Also chosen for tick mode by VSYNC_BENCH_DELIVERY=direct in the environment.
 // raw:     no DisplayLink: blocking recv on its own socket, like the C reference's clients, to
 //          split latency into the daemon's share and DisplayLink's.
 // connect: handshakes on a raw socket and subscribes to nothing (vsync-bench --idle).

@@ -29,12 +29,12 @@ struct VsyncBench: ParsableCommand {
     @Option(help: "Clients for --idle.") var idleClients = 100
     @Option(help: "Seconds per --idle phase.") var idleSeconds: Double = 10
     @Flag(help: "Run only the C reference (to calibrate a machine).") var referenceOnly = false
-    @Option(help: "Our clients: 'callback' (DisplayLink on a dispatch queue, the product) or 'raw' (blocking recv on a plain socket like the C clients, to isolate the daemon's share).")
+    @Option(help: "Our clients: 'callback' (DisplayLink on a dispatch queue, the product), 'direct' (DisplayLink.start(): the handler on the library's reader thread) or 'raw' (blocking recv on a plain socket like the C clients, to isolate the daemon's share).")
     var clientMode = "callback"
     @Flag(help: "Keep the work directory (logs, client reports).") var keep = false
 
     mutating func run() throws {
-        guard ["callback", "raw"].contains(clientMode) else { throw ValidationError("--client-mode is 'callback' or 'raw'") }
+        guard ["callback", "direct", "raw"].contains(clientMode) else { throw ValidationError("--client-mode is 'callback', 'direct' or 'raw'") }
         let counts = try Self.list(clients, "--clients")
         let hzs = try Self.list(rates, "--rates")
         guard seconds > 0, warmup >= 0 else { throw ValidationError("--seconds must be > 0 and --warmup ≥ 0") }
@@ -73,8 +73,8 @@ struct VsyncBench: ParsableCommand {
             for hz in hzs {
                 var cell = CellResult(clients: n, rate: hz, seconds: seconds)
                 if !referenceOnly {
-                    log("N=\(n) @ \(hz) Hz: vsyncd + \(clientMode == "raw" ? "raw socket" : "DisplayLink") clients …")
-                    do { cell.ours = try ours.run(clients: n, rate: hz, seconds: seconds, warmup: warmup, clientMode: clientMode == "raw" ? "raw" : "tick") }
+                    log("N=\(n) @ \(hz) Hz: vsyncd + \(clientMode == "raw" ? "raw socket" : "DisplayLink (\(clientMode))") clients …")
+                    do { cell.ours = try ours.run(clients: n, rate: hz, seconds: seconds, warmup: warmup, clientMode: clientMode == "callback" ? "tick" : clientMode) }
                     catch { log("N=\(n) @ \(hz) Hz: ours failed: \(error)") }
                 }
                 log("N=\(n) @ \(hz) Hz: C reference …")

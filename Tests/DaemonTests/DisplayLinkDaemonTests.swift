@@ -61,6 +61,41 @@ extension DisplayLinkTests {
             #expect(ages[ages.count / 2] < 8, "median callback age \(ages[ages.count / 2]) ms")
         }
 
+        /// `start()`: the handler runs on the library's reader thread; a slow handler there skips
+        /// frames (counted in `skipped`) instead of queueing them.
+        @Test func directDeliveryOnTheReaderThreadSkipsRatherThanQueues() async throws {
+            let daemon = try DaemonProcess(hertz: 60, logLevel: "warning")
+            defer { daemon.stop() }
+            let recorder = LinkRecorder()
+            let slow = Mutex(false)
+            let link = DisplayLink(socketPath: daemon.socketPath) { link in
+                recorder.record(link)
+                if slow.withLock({ $0 }) { usleep(50_000) }  // three frames' worth
+            }
+            link.preferredFramesPerSecond = 30
+            link.start()
+            #expect(await eventually(timeout: 2) { recorder.count >= 10 })
+            slow.withLock { $0 = true }
+            let before = recorder.count
+            await sleep(seconds: 1)
+            slow.withLock { $0 = false }
+            await sleep(seconds: 0.3)
+            link.invalidate()
+            let samples = recorder.all
+            #expect(samples.allSatisfy { $0.frame.sequence % 2 == 0 })
+            // While slow, at most one callback per 50 ms ran, and every due tick in between was
+            // delivered or counted as skipped: nothing queued up, nothing lost uncounted.
+            let slowPart = Array(samples[before...])
+            #expect(slowPart.count <= 1 + 1_300 / 50 + 8, "\(slowPart.count) callbacks in ~1.3 s")
+            #expect(slowPart.dropFirst().contains { $0.frame.skipped > 0 })
+            for (a, b) in zip(samples, samples.dropFirst()) {
+                #expect((b.frame.sequence - a.frame.sequence) / 2 - 1 == UInt64(b.frame.skipped))
+            }
+            // After the slow spell the frames are fresh again, not a backlog.
+            let last = try #require(samples.last)
+            #expect(last.calledNs - last.frame.timestampNanoseconds < 50_000_000)
+        }
+
         @Test func rateRangeAndLiveRateChange() async throws {
             let daemon = try DaemonProcess(hertz: 60, logLevel: "warning")
             defer { daemon.stop() }
