@@ -5,7 +5,7 @@
 # every host-built Swift binary runs as it is. This script:
 #   1. stacks an overlay over that root with a tmpfs on top, so programs can write anywhere
 #      (writes stay in guest memory; the host is never touched), then gives the usual fresh
-#      /proc, /sys, /dev, /dev/pts, /dev/shm, /tmp, /run;
+#      /proc, /sys, /dev, /dev/pts, /dev/shm, /run (/tmp is the overlay's, writable);
 #   2. mounts the per-run writable share (tag "vmrun") at /run/vm-run: the host wrote the command
 #      there as cmd.sh; the command's exit status goes back there;
 #   3. runs the command with stdout on ttyS1 and stderr on ttyS2 (raw, so bytes pass unchanged
@@ -42,8 +42,8 @@ ln -sf /proc/self/fd "$new/dev/fd"
 ln -sf /proc/self/fd/0 "$new/dev/stdin"
 ln -sf /proc/self/fd/1 "$new/dev/stdout"
 ln -sf /proc/self/fd/2 "$new/dev/stderr"
-# Fresh /tmp and /run like a real boot (the host's copies would only confuse programs).
-mount -t tmpfs -o mode=1777 tmpfs "$new/tmp" || fail "cannot mount tmpfs on /tmp"
+# /tmp stays the overlay's view of the host's /tmp (writes land in guest memory), so a checkout
+# under /tmp, as CI may make, is visible in the guest. A fresh /run like a real boot.
 mount -t tmpfs -o mode=0755 tmpfs "$new/run" || fail "cannot mount tmpfs on /run"
 mkdir -p "$new/run/vm-run" "$new/run/lock"
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=none vmrun "$new/run/vm-run" \

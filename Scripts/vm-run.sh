@@ -17,7 +17,7 @@ fbcon), runs COMMAND as root in it and exits with COMMAND's exit status. COMMAND
 stderr stream live to this script's stdout and stderr; the kernel console goes to a log file.
 
 In the guest: the host's root read-only with a tmpfs overlay (everything writable, nothing
-reaches the host), fresh tmpfs /tmp, /run, /dev/shm; cwd = this cwd; HOME=/tmp; stdin is
+reaches the host), fresh tmpfs /run, /dev/shm (/tmp shows the host's, writes stay in the guest); cwd = this cwd; HOME=/tmp; stdin is
 /dev/null; no network. Environment: only HOME, PATH, LANG, TERM=dumb, variables named VSYNCD_*
 or VSYNC_*, and those given with --env. When COMMAND exits the guest powers off, killing any
 background processes it left.
@@ -58,9 +58,10 @@ fail() { echo "vm-run: $*" >&2; exit 125; }
 for e in "${envs[@]+"${envs[@]}"}"; do
   [[ $e =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || fail "--env wants NAME=VALUE, got '$e'"
 done
-# The guest mounts fresh tmpfs over these, so a cwd under them would not exist there.
+# The guest mounts fresh tmpfs or pseudo file systems over these, so a cwd under them would
+# not exist there.
 case "$PWD/" in
-  /tmp/*|/run/*|/dev/*|/proc/*|/sys/*)
+  /run/*|/dev/*|/proc/*|/sys/*)
     fail "the current directory $PWD is hidden in the guest (tmpfs or pseudo-fs there): run from elsewhere" ;;
 esac
 
@@ -71,8 +72,8 @@ esac
 kernel=$("$here/build-kernel.sh") || fail "no kernel: Scripts/build-kernel.sh failed (see above)"
 [ -s "$kernel" ] || fail "Scripts/build-kernel.sh printed '$kernel', which is not a kernel image"
 
-# Per-run files under /var/tmp, not /tmp: the guest hides the host's /tmp under its own tmpfs,
-# and each run has its own directory, so concurrent runs never share a file.
+# Per-run files under /var/tmp, away from /tmp cleaners; each run has its own directory, so
+# concurrent runs never share a file.
 run=$(mktemp -d /var/tmp/vm-run.XXXXXX)
 mkdir "$run/share"
 temp_console=0
