@@ -71,6 +71,7 @@ let package = Package(
         .executableTarget(
             name: "vsync-bench",
             dependencies: [
+                "ProcessTools",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ]
@@ -79,10 +80,12 @@ let package = Package(
             name: "vsync-bench-client",
             dependencies: ["DisplayLink", "VsyncCore", .product(name: "Histogram", package: "hdrhistogram-swift")]
         ),
+        // Child processes and /proc readings shared by the bench and the soak.
+        .target(name: "ProcessTools"),
         // Soak run (issue 4): vsyncd at 240 Hz with clients that join, leave, pause and change rates.
         .executableTarget(
             name: "vsync-soak",
-            dependencies: ["DisplayLink", "VsyncCore", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["DisplayLink", "VsyncCore", "ProcessTools", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .testTarget(name: "VsyncCoreTests", dependencies: ["VsyncCore"]),
         .testTarget(name: "DaemonTests", dependencies: ["VsyncCore", "VsyncDaemon", "DisplayLink"]),

@@ -1,3 +1,4 @@
+import ProcessTools
 import Foundation
 import Glibc
 import Histogram
@@ -36,12 +37,12 @@ struct DaemonRun {
         let daemon = try ChildProcess.spawn(vsyncd, ["--source", "timer:\(rate)", "--socket", socket],
                                             stdoutPath: log, stderrPath: log)
         var session = Session(dir: dir, daemon: daemon)
-        let deadline = Clock.now + 10
+        let deadline = Monotonic.seconds + 10
         while !FileManager.default.fileExists(atPath: socket) {
             if let status = daemon.poll() {
                 throw BenchError("vsyncd exited (status \(status)) before creating \(socket): \(tail(log))")
             }
-            guard Clock.now < deadline else {
+            guard Monotonic.seconds < deadline else {
                 _ = session.stop()
                 throw BenchError("vsyncd did not create \(socket) within 10 s: \(tail(log))")
             }
@@ -75,8 +76,8 @@ struct DaemonRun {
         close(writeFD)
 
         // Swift processes take tens of ms of CPU each to start; 1000 of them share 2 cores.
-        let readyDeadline = Clock.now + 30 + Double(count) * 0.1
-        while session.ready.count < count && Clock.now < readyDeadline {
+        let readyDeadline = Monotonic.seconds + 30 + Double(count) * 0.1
+        while session.ready.count < count && Monotonic.seconds < readyDeadline {
             var p = pollfd(fd: session.readFD, events: Int16(POLLIN), revents: 0)
             _ = Glibc.poll(&p, 1, 200)
             readReady(&session)
@@ -113,29 +114,29 @@ struct DaemonRun {
             notes += session.stop()
             throw BenchError("vsyncd died during warm-up: \(tail(session.dir + "/vsyncd.log"))")
         }
-        let t0 = Clock.now
+        let t0 = Monotonic.seconds
         for c in session.clients { c.signal(SIGUSR1) }
         var peakRSS = before.rssKiB
         var after = before
-        while Clock.now - t0 < seconds {
+        while Monotonic.seconds - t0 < seconds {
             usleep(250_000)
             guard let s = ProcSample.read(pid: session.daemon.pid) else { break }
             peakRSS = max(peakRSS, s.rssKiB)
             after = s
         }
-        let t1 = Clock.now
+        let t1 = Monotonic.seconds
         if let s = ProcSample.read(pid: session.daemon.pid) { after = s; peakRSS = max(peakRSS, s.rssKiB) }
         else { notes.append("vsyncd died during the run: \(tail(session.dir + "/vsyncd.log"))") }
         for c in session.clients { c.signal(SIGUSR2) }
 
         // Collect the clients' reports (bounded), then stop everything.
-        let collectDeadline = Clock.now + 20 + Double(count) * 0.02
+        let collectDeadline = Monotonic.seconds + 20 + Double(count) * 0.02
         var merged = Histogram<UInt64>.latency()
         var reports = 0
         var lost: UInt64 = 0, skipped: UInt64 = 0
         var clientNotes = Set<String>()
         for (i, c) in session.clients.enumerated() {
-            c.wait(seconds: max(0.1, collectDeadline - Clock.now))
+            c.wait(seconds: max(0.1, collectDeadline - Monotonic.seconds))
             guard let data = FileManager.default.contents(atPath: session.dir + "/client-\(i).json"),
                   let line = data.split(separator: 0x0A).last,
                   let report = try? JSONDecoder().decode(ClientReport.self, from: Data(line)) else { continue }
@@ -183,10 +184,10 @@ struct DaemonRun {
             _ = session.stop()
             throw BenchError("vsyncd died before the idle window: \(tail(session.dir + "/vsyncd.log"))")
         }
-        let t0 = Clock.now
+        let t0 = Monotonic.seconds
         usleep(UInt32(seconds * 1e6))
         let after = ProcSample.read(pid: session.daemon.pid)
-        let elapsed = Clock.now - t0
+        let elapsed = Monotonic.seconds - t0
         notes += session.stop()
         guard let after else { throw BenchError("vsyncd died during the idle window: \(tail(session.dir + "/vsyncd.log"))") }
         let wakeups = Double(after.contextSwitches &- before.contextSwitches) / elapsed

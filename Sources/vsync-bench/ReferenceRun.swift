@@ -1,3 +1,4 @@
+import ProcessTools
 import Foundation
 
 /// The C floor: Benchmarks/reference/fanout.c, compiled with `cc -O2` at run time so its flags
@@ -13,7 +14,7 @@ struct ReferenceRun {
         let binary = workDir + "/fanout"
         let log = workDir + "/cc.log"
         let cc = try ChildProcess.spawn("/usr/bin/env", ["cc", "-O2", "-o", binary, source],
-                                        stdoutPath: log, stderrPath: log, dieWithBench: false)
+                                        stdoutPath: log, stderrPath: log, dieWithParent: false)
         guard cc.wait(seconds: 60) == 0 else {
             let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
             throw BenchError("cc -O2 \(source) failed: \(text.prefix(400)); install a C compiler (apt-get install gcc)")

@@ -1,3 +1,4 @@
+import ProcessTools
 import Dispatch
 import DisplayLink
 import Glibc

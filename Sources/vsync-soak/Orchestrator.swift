@@ -1,3 +1,4 @@
+import ProcessTools
 import Foundation
 import Glibc
 
@@ -126,7 +127,7 @@ struct Orchestrator {
             summary.daemonRunningAtEnd = d.poll() == nil
             if summary.daemonRunningAtEnd {
                 d.signal(SIGTERM)
-                summary.daemonExitStatus = d.wait(seconds: 10) ?? -1
+                summary.daemonExitStatus = d.wait(seconds: 10)
             }
             daemon = nil
         }

@@ -1,3 +1,4 @@
+import ProcessTools
 import ArgumentParser
 import Foundation
 import Glibc

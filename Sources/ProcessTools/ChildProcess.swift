@@ -2,29 +2,29 @@ import Foundation
 import Glibc
 import Synchronization
 
-/// A child process started with posix_spawn, so the bench controls its fds, signals and
-/// parent-death signal (Foundation's Process can do none of these).
-struct ChildProcess {
-    let pid: pid_t
-    let name: String
+/// A child process started with posix_spawn, so the bench and the soak control its fds, signals
+/// and parent-death signal (Foundation's Process can do none of these).
+public struct ChildProcess: Sendable {
+    public let pid: pid_t
+    public let name: String
 
-    /// Every child still running, killed when the bench exits early (SIGINT, SIGTERM, errors).
+    /// Every child still running, killed when the parent exits early (SIGINT, SIGTERM, errors).
     static let live = Mutex<Set<pid_t>>([])
 
-    /// `setpriv --pdeathsig KILL` (util-linux) makes the child die with the bench even if the
-    /// bench is SIGKILLed; without setpriv the child runs directly.
+    /// `setpriv --pdeathsig KILL` (util-linux) makes the child die with its parent even if the
+    /// parent is SIGKILLed; without setpriv the child runs directly.
     static let setpriv: String? = FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") ? "/usr/bin/setpriv" : nil
 
     /// Starts `path args`. `stdoutPath`/`stderrPath` are opened in the child (O_APPEND for
-    /// stderr, so many children can share one log); `inherit` maps bench fds to child fds.
-    static func spawn(
+    /// stderr, so many children can share one log); `inherit` maps parent fds to child fds.
+    public static func spawn(
         _ path: String, _ args: [String], environment: [String: String] = [:],
         stdoutPath: String? = nil, stderrPath: String? = nil, inherit: [(Int32, Int32)] = [],
-        dieWithBench: Bool = true
-    ) throws -> ChildProcess {
+        dieWithParent: Bool = true
+    ) throws(ToolError) -> ChildProcess {
         var argv = [path] + args
         var exe = path
-        if dieWithBench, let setpriv {
+        if dieWithParent, let setpriv {
             argv = [setpriv, "--pdeathsig", "KILL", "--"] + argv
             exe = setpriv
         }
@@ -47,7 +47,7 @@ struct ChildProcess {
         var attr = posix_spawnattr_t()
         posix_spawnattr_init(&attr)
         defer { posix_spawnattr_destroy(&attr) }
-        // The bench ignores or catches some signals; the child must start with defaults.
+        // The parent ignores, blocks or catches some signals; the child must start with defaults.
         var defaults = sigset_t()
         sigemptyset(&defaults)
         for s in [SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGCHLD] { sigaddset(&defaults, s) }
@@ -66,16 +66,16 @@ struct ChildProcess {
         var pid: pid_t = 0
         let rc = posix_spawn(&pid, exe, &actions, &attr, cArgv, cEnv)
         guard rc == 0 else {
-            throw BenchError("could not start \(path): \(String(cString: strerror(rc))); build it with `swift build` or pass its path")
+            throw ToolError("could not start \(path): \(String(cString: strerror(rc))); build it with `swift build` or pass its path")
         }
         _ = live.withLock { $0.insert(pid) }
         return ChildProcess(pid: pid, name: (path as NSString).lastPathComponent)
     }
 
-    func signal(_ signo: Int32) { _ = kill(pid, signo) }
+    public func signal(_ signo: Int32) { _ = kill(pid, signo) }
 
     /// Reaps the child if it has exited; returns its exit status (or 128+signal).
-    func poll() -> Int32? {
+    public func poll() -> Int32? {
         var status: Int32 = 0
         let rc = waitpid(pid, &status, WNOHANG)
         guard rc == pid else { return rc < 0 ? -1 : nil }
@@ -86,9 +86,9 @@ struct ChildProcess {
 
     /// Waits at most `seconds` for the child to exit; SIGKILLs it after that.
     @discardableResult
-    func wait(seconds: Double) -> Int32 {
-        let deadline = Clock.now + seconds
-        while Clock.now < deadline {
+    public func wait(seconds: Double) -> Int32 {
+        let deadline = Monotonic.seconds + seconds
+        while Monotonic.seconds < deadline {
             if let status = poll() { return status }
             usleep(5_000)
         }
@@ -100,31 +100,16 @@ struct ChildProcess {
     }
 
     /// Asks politely (SIGTERM), then forcibly.
-    func stop(graceSeconds: Double = 3) -> Int32 {
+    public func stop(graceSeconds: Double = 3) -> Int32 {
         signal(SIGTERM)
         return wait(seconds: graceSeconds)
     }
 
     /// Kills every child still running: for early exits.
-    static func killAll() {
+    public static func killAll() {
         let pids = live.withLock { $0 }
         for pid in pids { kill(pid, SIGKILL) }
         for pid in pids { var s: Int32 = 0; waitpid(pid, &s, 0) }
         live.withLock { $0.removeAll() }
-    }
-}
-
-/// One clear line: what failed, why, what to do.
-struct BenchError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
-/// CLOCK_MONOTONIC in seconds, for deadlines.
-enum Clock {
-    static var now: Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 }
