@@ -79,8 +79,19 @@ public final class DisplayLink: Sendable {
         var direct = false
         var streams: [Int: AsyncStream<Frame>.Continuation] = [:]
         var nextStreamID = 0
+        /// What the connection was last told by ``reportDelivery(_:)``.
+        var reportedInlineQueue: DispatchQueue?
 
         var hasTargets: Bool { !runLoops.isEmpty || queue != nil || direct || !streams.isEmpty }
+
+        /// The queue the reader thread may run this link's callbacks on inline (inside
+        /// `queue.sync`, one thread wake-up per tick instead of two): only while a queue is the
+        /// link's one context. Never the main queue, whose callbacks belong on the main thread.
+        var inlineQueue: DispatchQueue? {
+            guard let queue, runLoops.isEmpty, streams.isEmpty, !direct,
+                  queue.label != DispatchQueue.main.label else { return nil }
+            return queue
+        }
     }
 
     /// Creates a link that calls `handler` once per frame of `display`, once scheduled.
@@ -177,6 +188,14 @@ public final class DisplayLink: Sendable {
     /// Fires the link on `queue`. At most one callback is queued at a time; a tick that arrives
     /// while one is pending replaces it. Calling it again moves the link to the new queue (and
     /// off the reader thread, if it was started with ``start()``).
+    ///
+    /// When every link of the process on this socket runs on this one queue (the usual case: one
+    /// link, or all links on one render queue) and it is not the main queue, the library's reader
+    /// thread runs the handler itself inside `queue.sync`: still on `queue`, serialized with its
+    /// other work, but with one thread wake-up per frame instead of two. While the queue is busy
+    /// the reader waits, and then delivers only the newest tick, so a busy queue skips frames
+    /// rather than queueing them. Links on several queues, run loops or streams are posted to
+    /// with `async` instead, so no queue's backlog can hold up another's links.
     public func start(on queue: DispatchQueue) {
         state.withLock { s in
             guard s.valid else { return }
@@ -274,6 +293,7 @@ public final class DisplayLink: Sendable {
             s.streams = [:]
             let id = s.subscriptionID
             s.subscriptionID = nil
+            s.reportedInlineQueue = nil
             return (timers, streams, id)
         }
         for timer in timers { timer.invalidate() }
@@ -380,14 +400,28 @@ public final class DisplayLink: Sendable {
     // MARK: Subscription (called with the state locked)
 
     private func subscribeIfNeeded(_ s: inout State) {
-        guard s.valid, s.subscriptionID == nil, s.hasTargets else { return }
-        s.subscriptionID = connection.register(self, selector: display, range: s.range, paused: s.paused)
+        guard s.valid, s.hasTargets else { return }
+        guard s.subscriptionID == nil else { return reportDelivery(&s) }
+        s.reportedInlineQueue = s.inlineQueue
+        s.subscriptionID = connection.register(self, selector: display, range: s.range, paused: s.paused,
+                                               inlineQueue: s.reportedInlineQueue)
     }
 
     private func unsubscribeIfUnused(_ s: inout State) {
-        guard !s.hasTargets, let id = s.subscriptionID else { return }
+        guard !s.hasTargets else { return reportDelivery(&s) }
+        guard let id = s.subscriptionID else { return }
         s.subscriptionID = nil
+        s.reportedInlineQueue = nil
         connection.unregister(id)
+    }
+
+    /// Tells the connection when the link's contexts changed whether it may be run inline.
+    private func reportDelivery(_ s: inout State) {
+        guard let id = s.subscriptionID else { return }
+        let queue = s.inlineQueue
+        guard queue !== s.reportedInlineQueue else { return }
+        s.reportedInlineQueue = queue
+        connection.setInlineQueue(id, queue)
     }
 
     private func makeTimer(for runLoop: RunLoop) -> Timer {
@@ -417,8 +451,9 @@ public final class DisplayLink: Sendable {
         if frame != nil { handler?(self) }
     }
 
-    /// Runs on the link's dispatch queue.
-    private func fireQueue() {
+    /// Runs on the link's dispatch queue: queued by ``perform(_:frame:)``, or called by the
+    /// reader thread inside `queue.sync` after an ``Delivery/inline`` delivery.
+    func fireQueue() {
         let work = state.withLock { s -> (Frame?, [Event], (@Sendable (DisplayLink) -> Void)?)? in
             guard s.valid else { return nil }
             s.queuePoked = false
@@ -463,14 +498,24 @@ public final class DisplayLink: Sendable {
         if w.global { DispatchQueue.global().async { self.fireQueue() } }
     }
 
-    /// A tick from the reader thread: the newest for this link in its drain. Returns true when
-    /// the reader thread should then call ``runDirectHandler(_:)`` (the link was ``start()``ed).
+    /// What the reader thread must still do for a link after ``connectionDidDeliver(_:inlineOn:)``.
+    enum Delivery {
+        /// Nothing: the frame was queued, posted or dropped.
+        case none
+        /// Call ``runDirectHandler(_:)``: the link was ``start()``ed.
+        case direct
+        /// Call ``fireQueue()``: the reader thread is inside `sync` on the link's queue.
+        case inline
+    }
+
+    /// A tick from the reader thread: the newest for this link in its drain. `inlineQueue` is
+    /// the queue the reader thread is running on inside `sync`, if any.
     @discardableResult
-    func connectionDidDeliver(_ frame: Frame) -> Bool {
-        var direct = false
+    func connectionDidDeliver(_ frame: Frame, inlineOn inlineQueue: DispatchQueue? = nil) -> Delivery {
+        var delivery = Delivery.none
         let wakeups = state.withLock { s -> Wakeups? in
             guard s.valid, !s.paused else { return nil }
-            direct = s.direct
+            if s.direct { delivery = .direct }
             s.displayIntervalNs = frame.durationNanoseconds
             var w = Wakeups()
             for i in s.runLoops.indices {
@@ -486,7 +531,9 @@ public final class DisplayLink: Sendable {
                 var merged = frame
                 if let older = s.queuePending { merged.skipped += older.skipped + 1 }
                 s.queuePending = merged
-                if !s.queuePoked {
+                if queue === inlineQueue {
+                    delivery = .inline
+                } else if !s.queuePoked {
                     s.queuePoked = true
                     w.queue = queue
                 }
@@ -498,7 +545,7 @@ public final class DisplayLink: Sendable {
             return w
         }
         if let wakeups { perform(wakeups, frame: frame) }
-        return direct
+        return delivery
     }
 
     /// Runs the handler of a ``start()``ed link on the reader thread, after every link of the

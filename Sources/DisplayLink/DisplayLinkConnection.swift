@@ -29,6 +29,9 @@ final class DisplayLinkConnection: Sendable {
         return defaultSocketPath
     }
 
+    /// The reader thread's name, as `top -H` and `/proc/PID/task/*/comm` show it (15 bytes at most).
+    static let readerThreadName = "DisplayLink"
+
     private static let connections = Locked<[String: DisplayLinkConnection]>([:])
 
     /// The connection for `socketPath`, created on first use.
@@ -52,6 +55,8 @@ final class DisplayLinkConnection: Sendable {
         var displayID: UInt32?
         /// The last error reported to this link, so a retry loop reports each failure once.
         var lastError: DisplayLinkError?
+        /// Set while a queue is the link's only context (see `DisplayLink.State.inlineQueue`).
+        var inlineQueue: DispatchQueue?
 
         func subscribe(id: UInt32) -> ClientMessage {
             .subscribe(Subscribe(subscriptionID: id, selector: selector, range: range,
@@ -66,6 +71,23 @@ final class DisplayLinkConnection: Sendable {
         var outbox: [ClientMessage] = []
         var ready = false
         var threadStarted = false
+        /// The queue every link is delivered on, when they all share one that may run inline:
+        /// the reader thread then drains the socket inside `sync` on it, so a tick wakes one
+        /// thread instead of two. With links on several contexts, nil: queues are then posted
+        /// to with `async`, so no queue's backlog can hold up another's links.
+        var soleQueue: DispatchQueue?
+
+        mutating func updateSoleQueue() {
+            var sole: DispatchQueue?
+            for reg in registrations.values {
+                guard let queue = reg.inlineQueue, sole == nil || sole === queue else {
+                    soleQueue = nil
+                    return
+                }
+                sole = queue
+            }
+            soleQueue = sole
+        }
     }
 
     let socketPath: String
@@ -89,21 +111,27 @@ final class DisplayLinkConnection: Sendable {
 
     // MARK: Called by links (any thread)
 
-    func register(_ link: DisplayLink, selector: DisplaySelector, range: FrameRateRange, paused: Bool) -> UInt32 {
+    func register(_ link: DisplayLink, selector: DisplaySelector, range: FrameRateRange, paused: Bool,
+                  inlineQueue: DispatchQueue?) -> UInt32 {
         let (id, startThread) = state.withLock { s -> (UInt32, Bool) in
             let id = s.nextID
             s.nextID = s.nextID == UInt32.max ? 1 : s.nextID + 1
             var reg = Registration(link: link, selector: selector, range: range, paused: paused)
             reg.active = true
+            reg.inlineQueue = inlineQueue
             s.registrations[id] = reg
+            s.updateSoleQueue()
             if s.ready { s.outbox.append(reg.subscribe(id: id)) }
             let start = !s.threadStarted
             s.threadStarted = true
             return (id, start)
         }
         if startThread {
-            let thread = Thread { [self] in self.run() }
-            thread.name = "DisplayLink reader"
+            let thread = Thread { [self] in
+                // Set on the running thread, so the kernel's name (top -H, /proc) is set too.
+                Thread.current.name = Self.readerThreadName
+                self.run()
+            }
             thread.start()
         }
         wake()
@@ -113,9 +141,19 @@ final class DisplayLinkConnection: Sendable {
     func unregister(_ id: UInt32) {
         state.withLock { s in
             guard s.registrations.removeValue(forKey: id) != nil else { return }
+            s.updateSoleQueue()
             if s.ready { s.outbox.append(.unsubscribe(subscriptionID: id)) }
         }
         wake()
+    }
+
+    /// The link's one context became `queue` (or stopped being a single queue).
+    func setInlineQueue(_ id: UInt32, _ queue: DispatchQueue?) {
+        state.withLock { s in
+            guard s.registrations[id] != nil else { return }
+            s.registrations[id]?.inlineQueue = queue
+            s.updateSoleQueue()
+        }
     }
 
     func setRange(_ id: UInt32, _ range: FrameRateRange) {
@@ -175,8 +213,8 @@ final class DisplayLinkConnection: Sendable {
         /// The newest tick per subscription in the current drain. Usually one entry or a few,
         /// so a linear search beats hashing.
         var ticks: [PendingTick] = []
-        /// This drain's frames with their links; `direct` once the link asked for a call on this thread.
-        var deliveries: [(link: DisplayLink, frame: Frame, direct: Bool)] = []
+        /// This drain's frames with their links, and what each link asked this thread to do.
+        var deliveries: [(link: DisplayLink, frame: Frame, delivery: DisplayLink.Delivery)] = []
         /// Requests taken out of the outbox to be sent (swapped, so both keep their capacity).
         var sending: [ClientMessage] = []
         var fds = [pollfd](repeating: pollfd(fd: -1, events: 0, revents: 0), count: 2)
@@ -238,7 +276,13 @@ final class DisplayLinkConnection: Sendable {
             guard session.fd >= 0 else { continue }
             let revents = nfds > 1 ? scratch.fds[1].revents : 0
             if revents & (Int16(POLLIN) | Int16(POLLHUP) | Int16(POLLERR)) != 0 {
-                drain(&session, &scratch)
+                if let queue = state.withLock({ $0.soleQueue }) {
+                    // Waits while the queue runs other work; the drain then still takes the
+                    // newest tick, so a busy queue skips frames rather than queueing them.
+                    queue.sync { drain(&session, &scratch, inlineOn: queue) }
+                } else {
+                    drain(&session, &scratch, inlineOn: nil)
+                }
             }
             if session.fd >= 0 && !session.ready && MonotonicClock.nanoseconds() >= session.handshakeDeadline {
                 fail(&session, .connectionFailed(socketPath: socketPath, errno: ETIMEDOUT))
@@ -342,8 +386,8 @@ final class DisplayLinkConnection: Sendable {
     }
 
     /// Reads every datagram waiting, handles control messages in order, then delivers the
-    /// newest tick of each subscription.
-    private func drain(_ session: inout Session, _ scratch: inout Scratch) {
+    /// newest tick of each subscription. `inlineQueue`: the queue this thread is inside `sync` on.
+    private func drain(_ session: inout Session, _ scratch: inout Scratch, inlineOn inlineQueue: DispatchQueue?) {
         var closed = false
         while session.fd >= 0 {
             let n = scratch.buffer.withUnsafeMutableBytes { recv(session.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
@@ -377,7 +421,7 @@ final class DisplayLinkConnection: Sendable {
                 handle(message, &session)
             }
         }
-        deliver(&scratch)
+        deliver(&scratch, inlineOn: inlineQueue)
         if closed && session.fd >= 0 {
             let wasReady = session.ready
             hangUp(&session)
@@ -392,28 +436,35 @@ final class DisplayLinkConnection: Sendable {
         }
     }
 
-    /// Hands each link the newest tick of this drain. Links that run their handler on this
-    /// thread (``DisplayLink/start()``) go last, so a slow one delays only the others of its kind.
-    private func deliver(_ scratch: inout Scratch) {
+    /// Hands each link the newest tick of this drain. Links whose handler runs on this thread
+    /// (``DisplayLink/start()``, or inline on the sole queue) go last, so a slow one delays only
+    /// the others of its kind.
+    private func deliver(_ scratch: inout Scratch, inlineOn inlineQueue: DispatchQueue?) {
         guard !scratch.ticks.isEmpty else { return }
         state.withLock { s in
             for pending in scratch.ticks {
                 guard let link = s.registrations[pending.tick.subscriptionID]?.link else { continue }
                 scratch.deliveries.append((link, Frame(pending.tick, extraSkipped: pending.replaced,
-                                                       receivedNanoseconds: pending.received), false))
+                                                       receivedNanoseconds: pending.received), .none))
             }
         }
         scratch.ticks.removeAll(keepingCapacity: true)
-        var anyDirect = false
+        var anyOnThisThread = false
         for i in scratch.deliveries.indices {
             let d = scratch.deliveries[i]
-            if d.link.connectionDidDeliver(d.frame) {
-                scratch.deliveries[i].direct = true
-                anyDirect = true
-            }
+            let delivery = d.link.connectionDidDeliver(d.frame, inlineOn: inlineQueue)
+            scratch.deliveries[i].delivery = delivery
+            if case .none = delivery { continue }
+            anyOnThisThread = true
         }
-        if anyDirect {
-            for d in scratch.deliveries where d.direct { d.link.runDirectHandler(d.frame) }
+        if anyOnThisThread {
+            for d in scratch.deliveries {
+                switch d.delivery {
+                case .none: break
+                case .direct: d.link.runDirectHandler(d.frame)
+                case .inline: d.link.fireQueue()
+                }
+            }
         }
         scratch.deliveries.removeAll(keepingCapacity: true)
     }

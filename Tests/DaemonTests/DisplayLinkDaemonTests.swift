@@ -13,6 +13,11 @@ extension DisplayLinkTests {
         /// Timestamps of a 60 Hz timer source: the period is 1/60 s rounded to whole ns.
         static let toleranceNs: UInt64 = 2
 
+        /// Whether this thread is DisplayLink's reader thread, by the name the kernel knows it by.
+        static func onReaderThread() -> Bool {
+            (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) == "DisplayLink\n"
+        }
+
         static func close(_ a: UInt64, _ b: UInt64, within tolerance: UInt64 = toleranceNs) -> Bool {
             (a > b ? a - b : b - a) <= tolerance
         }
@@ -94,6 +99,56 @@ extension DisplayLinkTests {
             // After the slow spell the frames are fresh again, not a backlog.
             let last = try #require(samples.last)
             #expect(last.calledNs - last.frame.timestampNanoseconds < 50_000_000)
+        }
+
+        /// `start(on:)` with the queue as every link's one context: the reader thread runs the
+        /// handler inside `queue.sync` (one wake-up a tick). Still on the queue, still skipping
+        /// while the queue is busy; with a second link on another queue it falls back to `async`.
+        @Test func queueDeliveryRunsInlineWhileTheQueueIsTheOnlyContext() async throws {
+            let daemon = try DaemonProcess(hertz: 60, logLevel: "warning")
+            defer { daemon.stop() }
+            let queue = DispatchQueue(label: "inline")
+            let key = DispatchSpecificKey<Int>()
+            queue.setSpecific(key: key, value: 1)
+            // (on the queue, on the reader thread, sequence, skipped) per callback.
+            let calls = Mutex<[(onQueue: Bool, onReader: Bool, sequence: UInt64, skipped: Int)]>([])
+            let link = DisplayLink(socketPath: daemon.socketPath) { link in
+                let frame = link.currentFrame!
+                let call = (DispatchQueue.getSpecific(key: key) == 1, Self.onReaderThread(),
+                            frame.sequence, frame.skipped)
+                calls.withLock { $0.append(call) }
+            }
+            let count = { calls.withLock { $0.count } }
+            link.start(on: queue)
+            #expect(await eventually(timeout: 2) { count() >= 10 })
+            let alone = calls.withLock { $0 }
+            let aloneOffQueue = alone.filter { !$0.onQueue }.count
+            let aloneOffReader = alone.filter { !$0.onReader }.count
+            #expect(aloneOffQueue == 0)
+            #expect(aloneOffReader == 0, "\(aloneOffReader) of \(alone.count) not inline")
+
+            // A busy queue: the ticks of those 300 ms come as one callback with the rest skipped.
+            let before = calls.withLock { $0.count }
+            queue.async { usleep(300_000) }
+            #expect(await eventually(timeout: 2) { count() >= before + 5 })
+            let busy = calls.withLock { Array($0[before...]) }
+            let first = try #require(busy.first)
+            #expect(first.skipped >= 10, "first callback after 300 ms busy skipped \(first.skipped)")
+            for (a, b) in zip(busy, busy.dropFirst()) { #expect(b.sequence - a.sequence - 1 == UInt64(b.skipped)) }
+
+            // Another link on another queue: both are now posted to with async.
+            let other = DisplayLink(socketPath: daemon.socketPath) { _ in }
+            other.start(on: DispatchQueue(label: "other"))
+            await sleep(seconds: 0.2)
+            let mark = calls.withLock { $0.count }
+            #expect(await eventually(timeout: 2) { count() >= mark + 10 })
+            let shared = calls.withLock { Array($0[mark...]) }
+            let sharedOffQueue = shared.filter { !$0.onQueue }.count
+            let sharedOnReader = shared.filter { $0.onReader }.count
+            #expect(sharedOffQueue == 0)
+            #expect(sharedOnReader == 0, "\(sharedOnReader) of \(shared.count) still inline")
+            other.invalidate()
+            link.invalidate()
         }
 
         @Test func rateRangeAndLiveRateChange() async throws {
