@@ -17,6 +17,8 @@ final class DRMVBlankSource: VBlankSource {
     private var keysByToken: [UInt64: DisplayKey] = [:]
     private var active: Set<DisplayKey> = []
     private var queued: Set<DisplayKey> = []
+    /// Displays whose vblank `readEvents` just delivered, re-queued by `rearm`.
+    private var toRequeue: [DisplayKey] = []
     /// Connector seen on each CRTC, kept so a display that turns off keeps its name.
     private var connectors: [DisplayKey: (id: UInt32, name: String)] = [:]
     private var lastFound: [String: [SourceDisplay]] = [:]
@@ -209,6 +211,12 @@ final class DRMVBlankSource: VBlankSource {
             queued.remove(key)
             guard active.contains(key) else { continue }
             out.append(.vblank(key, sequence: event.sequence, timestampNs: event.timestampNs))
+            toRequeue.append(key)
+        }
+    }
+
+    func rearm(into out: inout [SourceEvent]) {
+        for key in toRequeue where active.contains(key) {
             do throws(VBlankFailure) {
                 try queue(key)
             } catch {
@@ -216,5 +224,6 @@ final class DRMVBlankSource: VBlankSource {
                 out.append(.failed(key, error))
             }
         }
+        toRequeue.removeAll(keepingCapacity: true)
     }
 }

@@ -9,8 +9,16 @@ extension Server {
         var events = sourceEvents
         sourceEvents = []
         events.removeAll(keepingCapacity: true)
-        source.readEvents(from: fd, into: &events)
         defer { sourceEvents = events }
+        source.readEvents(from: fd, into: &events)
+        handle(events)
+        // Re-arming costs syscalls: done once the ticks are out.
+        events.removeAll(keepingCapacity: true)
+        source.rearm(into: &events)
+        handle(events)
+    }
+
+    private func handle(_ events: [SourceEvent]) {
         for event in events {
             switch event {
             case let .vblank(key, sequence, timestamp):

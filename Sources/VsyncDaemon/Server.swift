@@ -22,7 +22,7 @@ final class Server {
     var housekeepingInterval: UInt64?
     var lastWatchdogNs: UInt64 = 0
 
-    var roles: [Int32: Role] = [:]
+    var roles = DescriptorTable<Role>()
     var sourceFDs: Set<Int32> = []
     var clients: [Int32: Client] = [:]
     var displays: [Display] = []

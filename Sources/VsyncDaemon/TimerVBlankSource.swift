@@ -7,7 +7,7 @@ import VsyncCore
 /// sequence keeps counting while nobody listens (as a real vblank counter does). A periodic
 /// timerfd wakes the loop only while the display is active; it is re-anchored to the ideal
 /// timeline every `rearmEvery` vblanks (its interval is whole nanoseconds, the period is not), so
-/// the steady state costs one read per vblank and no timerfd_settime. Its display is named
+/// the steady state costs one read per vblank (after the tick is sent) and no timerfd_settime. Its display is named
 /// "timer" and its ticks are flagged synthetic.
 final class TimerVBlankSource: VBlankSource {
     static let key = DisplayKey(device: "timer", crtcID: 0)
@@ -21,6 +21,9 @@ final class TimerVBlankSource: VBlankSource {
     /// Sequence at which the periodic timer must be re-anchored (drift ≤ 1 ns per vblank).
     private var rearmAt: UInt64 = 0
     private static let rearmEvery: UInt64 = 1024
+    /// What `rearm` owes the timer after the last `readEvents`.
+    private enum Rearm { case none, drain, anchor(UInt64) }
+    private var pendingRearm = Rearm.none
 
     init(hertz: Double) throws(DaemonError) {
         guard hertz.isFinite, hertz >= 1, hertz <= 1000 else {
@@ -68,9 +71,11 @@ final class TimerVBlankSource: VBlankSource {
         rearmAt = next &+ Self.rearmEvery
     }
 
+    /// The sequence comes from the clock, not from the timer's expiration count, so the tick
+    /// goes out before the timer is read (`rearm`).
     func readEvents(from fd: Int32, into events: inout [SourceEvent]) {
         guard fd == timer.fd else { return }
-        timer.drain()
+        pendingRearm = .drain
         guard active else { return }
         let now = monotonicNow()
         var seq = sequence(at: now)
@@ -79,10 +84,20 @@ final class TimerVBlankSource: VBlankSource {
         if lastSequence.map({ seq > $0 }) ?? true {
             lastSequence = seq
             events.append(.vblank(Self.key, sequence: seq, timestampNs: timestamp(seq)))
-            if seq >= rearmAt { armNext(after: now) }
+            if seq >= rearmAt { pendingRearm = .anchor(now) }
         } else {
             // Fired with no new vblank (drift or a clock step): re-anchor.
-            armNext(after: now)
+            pendingRearm = .anchor(now)
         }
+    }
+
+    func rearm(into events: inout [SourceEvent]) {
+        switch pendingRearm {
+        case .none: break
+        // A periodic timerfd fires again only once read; setting it anew clears it too.
+        case .drain: timer.drain()
+        case .anchor(let now): timer.drain(); if active { armNext(after: now) }
+        }
+        pendingRearm = .none
     }
 }

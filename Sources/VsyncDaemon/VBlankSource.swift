@@ -59,8 +59,15 @@ protocol VBlankSource: AnyObject {
     func refresh(_ key: DisplayKey) -> SourceDisplay?
     /// Starts or stops vblank events for a display.
     func setActive(_ key: DisplayKey, _ active: Bool) throws(VBlankFailure)
-    /// Reads what is ready on `fd` and appends it to `events`; re-arms active displays for their
-    /// next vblank. Appending into the caller's reused array keeps the per-vblank path free of
-    /// allocation.
+    /// Reads what is ready on `fd` and appends it to `events`. Appending into the caller's
+    /// reused array keeps the per-vblank path free of allocation.
     func readEvents(from fd: Int32, into events: inout [SourceEvent])
+    /// Re-arms what the last `readEvents` consumed: the next vblank of each display that just had
+    /// one (DRM), or the timer. The server calls it once that read's ticks are sent, so the
+    /// re-arm's syscalls are not on the path from vblank to client. Failures are appended.
+    func rearm(into events: inout [SourceEvent])
+}
+
+extension VBlankSource {
+    func rearm(into events: inout [SourceEvent]) {}
 }
