@@ -23,13 +23,8 @@ public struct Mode: Sendable, Hashable {
         return "\(size) \(Self.hertzText(rate.hertz)) Hz"
     }
 
-    /// Hertz with six decimals, without Foundation.
-    public static func hertzText(_ hertz: Double) -> String {
-        let micro = (hertz * 1_000_000).rounded()
-        guard micro.isFinite, micro >= 0, micro < 1e15 else { return "\(hertz)" }
-        let whole = UInt64(micro) / 1_000_000, frac = String(UInt64(micro) % 1_000_000)
-        return "\(whole).\(String(repeating: "0", count: 6 - frac.count))\(frac)"
-    }
+    /// Hertz with six decimals.
+    public static func hertzText(_ hertz: Double) -> String { DecimalText.fixed(hertz, places: 6) }
 }
 
 /// Whether something is plugged into a connector, as the kernel last probed it.

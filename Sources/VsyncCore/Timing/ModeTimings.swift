@@ -1,5 +1,3 @@
-import Foundation  // String(format:) only
-
 /// A display mode's timings, as the kernel's `drm_mode_modeinfo` carries them.
 ///
 /// Pure data: VsyncDRM fills it from libdrm's `drmModeModeInfo`, tests build it by hand.
@@ -68,7 +66,7 @@ public struct ModeTimings: Sendable, Hashable, Codable {
             hdisplay: width, hsyncStart: width + 48, hsyncEnd: width + 80, htotal: htotal,
             vdisplay: height, vsyncStart: height + 3, vsyncEnd: height + 7, vtotal: vtotal,
             vrefresh: rounded, flags: 0,
-            name: "\(width)x\(height)@\(String(format: "%.3f", hertz))"
+            name: "\(width)x\(height)@\(DecimalText.fixed(hertz, places: 3))"
         )
     }
 }
