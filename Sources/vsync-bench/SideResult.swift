@@ -33,3 +33,33 @@ extension Histogram where Count == UInt64 {
     }
     func microseconds(atPercentile p: Double) -> Double { Double(valueAtPercentile(p)) / 1000 }
 }
+
+extension SideResult {
+    /// One figure per side from several rounds of the same cell: the median of the typical
+    /// figures (p50, p99, CPU per tick, switches per tick), the largest of the extremes (max, RSS),
+    /// and the sum of the counts (samples, ticks, lost, skipped). A single round is returned as is.
+    static func combining(_ rounds: [SideResult]) -> SideResult? {
+        guard let first = rounds.first else { return nil }
+        guard rounds.count > 1 else { return first }
+        func median(_ values: [Double]) -> Double {
+            let s = values.sorted()
+            return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
+        }
+        func medianOfPresent(_ values: [Double?]) -> Double? {
+            let present = values.compactMap { $0 }
+            return present.isEmpty ? nil : median(present)
+        }
+        var notes: [String] = []
+        for note in rounds.flatMap(\.notes) where !notes.contains(note) { notes.append(note) }
+        let skipped = rounds.compactMap(\.skipped)
+        return SideResult(
+            p50Us: median(rounds.map(\.p50Us)), p99Us: median(rounds.map(\.p99Us)),
+            maxUs: rounds.map(\.maxUs).max() ?? 0,
+            samples: rounds.reduce(0) { $0 + $1.samples }, lost: rounds.reduce(0) { $0 + $1.lost },
+            cpuNsPerTick: median(rounds.map(\.cpuNsPerTick)), rssMiB: rounds.map(\.rssMiB).max() ?? 0,
+            ticks: rounds.reduce(0) { $0 + $1.ticks }, clientsReporting: rounds.map(\.clientsReporting).min() ?? 0,
+            wakeupsPerTick: medianOfPresent(rounds.map(\.wakeupsPerTick)),
+            preemptionsPerTick: medianOfPresent(rounds.map(\.preemptionsPerTick)),
+            skipped: skipped.isEmpty ? nil : skipped.reduce(0, +), notes: notes)
+    }
+}

@@ -3,6 +3,8 @@ struct CellResult: Codable {
     var clients: Int
     var rate: Int
     var seconds: Double
+    /// Alternating rounds each side ran; the sides' figures combine them (`SideResult.combining`).
+    var rounds = 1
     var ours: SideResult?
     var reference: SideResult?
     var targets: [Target] = []

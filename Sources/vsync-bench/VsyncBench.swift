@@ -21,6 +21,8 @@ struct VsyncBench: ParsableCommand {
     @Option(help: "Comma-separated tick rates in Hz.") var rates = "60,240"
     @Option(help: "Measured seconds per run.") var seconds: Double = 10
     @Option(help: "Seconds of ticks before measuring, on both sides.") var warmup: Double = 1
+    @Option(help: "Rounds per cell. Ours and C alternate (ours first in odd rounds, C first in even ones) so drift in the machine's load hits both; each figure is then the median over rounds (max and RSS: the largest; lost, ticks, samples: the sum).")
+    var rounds = 1
     @Flag(help: "Print one JSON object per line instead of tables.") var json = false
     @Option(help: "The vsyncd binary (default: next to vsync-bench).") var vsyncd: String?
     @Option(help: "The vsync-bench-client binary (default: next to vsync-bench).") var client: String?
@@ -39,6 +41,7 @@ struct VsyncBench: ParsableCommand {
         let counts = try Self.list(clients, "--clients")
         let hzs = try Self.list(rates, "--rates")
         guard seconds > 0, warmup >= 0 else { throw ValidationError("--seconds must be > 0 and --warmup ≥ 0") }
+        guard rounds >= 1 else { throw ValidationError("--rounds must be ≥ 1") }
         Self.raiseFileLimit(clients: counts.max() ?? 0)
         let workDir = try Self.makeWorkDir()
         let cleanup = Self.installCleanup(removing: keep ? nil : workDir)
@@ -54,12 +57,12 @@ struct VsyncBench: ParsableCommand {
                 throw BenchError("\(path) is not an executable: build it first (swift build -c release) or pass --vsyncd/--client")
             }
         }
-        log("vsync-bench: \(Machine.summary); clients: \(clientMode); work dir \(workDir)")
+        Self.log("vsync-bench: \(Machine.summary); clients: \(clientMode); work dir \(workDir)")
 
         if idle {
             var rows: [DaemonRun.IdleResult] = []
             for (phase, mode) in [("no clients", nil), ("connected, not subscribed", "connect"), ("all paused", "paused")] as [(String, String?)] {
-                log("idle: \(phase) …")
+                Self.log("idle: \(phase) …")
                 let r = try ours.idle(phase: phase, mode: mode, clients: idleClients, rate: hzs.first ?? 60, seconds: idleSeconds)
                 if json { try emit(r) }
                 rows.append(r)
@@ -72,15 +75,26 @@ struct VsyncBench: ParsableCommand {
         var cells: [CellResult] = []
         for n in counts {
             for hz in hzs {
-                var cell = CellResult(clients: n, rate: hz, seconds: seconds)
-                if !referenceOnly {
-                    log("N=\(n) @ \(hz) Hz: vsyncd + \(clientMode == "raw" ? "raw socket" : "DisplayLink (\(clientMode))") clients …")
-                    do { cell.ours = try ours.run(clients: n, rate: hz, seconds: seconds, warmup: warmup, clientMode: clientMode == "callback" ? "tick" : clientMode) }
-                    catch { log("N=\(n) @ \(hz) Hz: ours failed: \(error)") }
+                var cell = CellResult(clients: n, rate: hz, seconds: seconds, rounds: rounds)
+                var oursRounds: [SideResult] = [], referenceRounds: [SideResult] = []
+                let (clientMode, referenceOnly, seconds, warmup) = (self.clientMode, self.referenceOnly, self.seconds, self.warmup)
+                for round in 0..<rounds {
+                    let tag = rounds > 1 ? " (round \(round + 1) of \(rounds))" : ""
+                    let runOurs = {
+                        guard !referenceOnly else { return }
+                        Self.log("N=\(n) @ \(hz) Hz\(tag): vsyncd + \(clientMode == "raw" ? "raw socket" : "DisplayLink (\(clientMode))") clients …")
+                        do { oursRounds.append(try ours.run(clients: n, rate: hz, seconds: seconds, warmup: warmup, clientMode: clientMode == "callback" ? "tick" : clientMode)) }
+                        catch { Self.log("N=\(n) @ \(hz) Hz: ours failed: \(error)") }
+                    }
+                    let runReference = {
+                        Self.log("N=\(n) @ \(hz) Hz\(tag): C reference …")
+                        do { referenceRounds.append(try reference.run(clients: n, rate: hz, seconds: seconds, warmup: warmup, workDir: workDir)) }
+                        catch { Self.log("N=\(n) @ \(hz) Hz: reference failed: \(error)") }
+                    }
+                    if round % 2 == 0 { runOurs(); runReference() } else { runReference(); runOurs() }
                 }
-                log("N=\(n) @ \(hz) Hz: C reference …")
-                do { cell.reference = try reference.run(clients: n, rate: hz, seconds: seconds, warmup: warmup, workDir: workDir) }
-                catch { log("N=\(n) @ \(hz) Hz: reference failed: \(error)") }
+                cell.ours = SideResult.combining(oursRounds)
+                cell.reference = SideResult.combining(referenceRounds)
                 cell.evaluate()
                 if json { try emit(cell) }
                 cells.append(cell)
@@ -109,7 +123,7 @@ struct VsyncBench: ParsableCommand {
         FileHandle.standardOutput.write(line)
     }
 
-    private func log(_ line: String) {
+    private static func log(_ line: String) {
         FileHandle.standardError.write(Data((line + "\n").utf8))
     }
 
