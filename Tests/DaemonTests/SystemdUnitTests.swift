@@ -46,6 +46,30 @@ struct SystemdUnitTests {
         #expect(service.contains("\nExecStart=/usr/local/bin/vsyncd "))
     }
 
+    /// An app built outside SwiftPM links the installed library the README's way
+    /// (`swiftc -I PREFIX/lib/swift/vsyncd -L PREFIX/lib -lDisplayLinkShared`) and runs.
+    @Test func installedLibraryLinksAnApp() throws {
+        let destdir = try Self.stage()
+        defer { try? FileManager.default.removeItem(at: destdir) }
+        let lib = destdir.appendingPathComponent("usr/local/lib")
+        try #require(FileManager.default.fileExists(atPath: lib.appendingPathComponent("libDisplayLinkShared.so").path))
+        let source = destdir.appendingPathComponent("app.swift")
+        try """
+            import DisplayLink
+            import Dispatch
+            let link = DisplayLink { link in print(link.timestamp) }
+            link.start(on: DispatchQueue(label: "app"))
+            print("linked", link.isValid)
+            link.invalidate()
+            """.write(to: source, atomically: true, encoding: .utf8)
+        let app = destdir.appendingPathComponent("app").path
+        let build = try Self.run(["swiftc", source.path, "-I", lib.appendingPathComponent("swift/vsyncd").path,
+                                  "-L", lib.path, "-lDisplayLinkShared", "-o", app])
+        try #require(build.status == 0, "swiftc against the installed library failed: \(build.output)")
+        let run = try Self.run(["env", "LD_LIBRARY_PATH=\(lib.path)", "VSYNCD_SOCKET=\(destdir.path)/none.sock", app])
+        #expect(run.status == 0 && run.output.contains("linked true"), "\(run.output)")
+    }
+
     /// `systemd-analyze verify` checks ExecStart's binary exists, so the staged service is pointed
     /// at the binary under test.
     @Test func unitsVerify() throws {
