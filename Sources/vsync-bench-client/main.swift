@@ -44,11 +44,13 @@ switch options.mode {
 case .tick, .direct, .paused:
     let link = DisplayLink(display: .primary) { link in
         let entry = DisplayLink.currentTimeNanoseconds()
+        // The whole frame under one lock, as a frame-pacing app would read it.
+        guard let frame = link.currentFrame else { return }
         recorder.record(
-            entryNs: entry, timestampNs: link.timestampNanoseconds, sequence: link.sequence,
-            skipped: link.skippedFrames,
-            intervalNs: link.targetTimestampNanoseconds &- link.timestampNanoseconds,
-            durationNs: link.durationNanoseconds)
+            entryNs: entry, timestampNs: frame.timestampNanoseconds, sequence: frame.sequence,
+            skipped: frame.skipped,
+            intervalNs: frame.targetTimestampNanoseconds &- frame.timestampNanoseconds,
+            durationNs: frame.durationNanoseconds)
     }
     link.errorHandler = { error in recorder.note("\(error)") }
     link.preferredFramesPerSecond = options.fps
