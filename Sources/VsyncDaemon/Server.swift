@@ -20,6 +20,7 @@ final class Server {
     let signalFD: Int32
     let housekeeping: TimerFD
     var housekeepingInterval: UInt64?
+    var lastHousekeepingNs: UInt64 = 0
     var lastWatchdogNs: UInt64 = 0
 
     var roles = DescriptorTable<Role>()
@@ -99,6 +100,7 @@ final class Server {
                 case nil: break  // closed earlier in this batch
                 }
             }
+            housekeepIfDue()
             publishStatus()
         }
         shutdown()
@@ -137,12 +139,20 @@ final class Server {
         }
     }
 
+    /// How often housekeeping runs while there is work.
+    static let housekeepingNs: UInt64 = 250_000_000
+    /// While vblanks arrive, housekeeping rides on them (`housekeepIfDue`) and the timer is only a
+    /// fallback for vblanks that stop without an error: a wake-up of its own would cost as much
+    /// as a tick.
+    static let fallbackHousekeepingNs: UInt64 = 1_000_000_000
+
     /// The housekeeping timer runs only while there is work (active displays, displays off with
     /// subscribers, stalled clients) or a watchdog to feed: an idle daemon never wakes up.
     func updateHousekeeping() {
-        let busy = displays.contains { $0.vblankActive || ($0.state == .off && !$0.subscriptions.isEmpty) }
+        let ticking = displays.contains { $0.vblankActive }
+        let busy = ticking || displays.contains { $0.state == .off && !$0.subscriptions.isEmpty }
             || clients.values.contains { $0.blockedSinceNs != nil }
-        var interval: UInt64? = busy ? 250_000_000 : nil
+        var interval: UInt64? = busy ? (ticking ? Self.fallbackHousekeepingNs : Self.housekeepingNs) : nil
         if listenerPausedUntilNs != nil { interval = 100_000_000 }
         if let w = notifier?.watchdogIntervalNs { interval = min(interval ?? w, w) }
         guard interval != housekeepingInterval else { return }
@@ -150,8 +160,16 @@ final class Server {
         if let interval { housekeeping.arm(everyNs: interval) } else { housekeeping.disarm() }
     }
 
+    /// Runs housekeeping from the loop when it is due, so that while vblanks keep the loop
+    /// turning the housekeeping timer rarely needs to wake it.
+    func housekeepIfDue() {
+        guard housekeepingInterval != nil, monotonicNow() &- lastHousekeepingNs >= Self.housekeepingNs else { return }
+        doHousekeeping()
+    }
+
     func doHousekeeping() {
         let now = monotonicNow()
+        lastHousekeepingNs = now
         if let until = listenerPausedUntilNs, now >= until {
             listenerPausedUntilNs = nil
             do { try register(listener.fd, .listener) } catch { logger.error("\(error)") }
