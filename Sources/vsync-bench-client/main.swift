@@ -59,8 +59,9 @@ case .tick, .direct, .paused:
         link.start(on: queue)
         ReadyPipe.announce(options)
     } else {
-        if options.mode == .direct { link.start() } else { link.start(on: queue) }
+        // Before starting: a first tick that came before this was set would never be announced.
         recorder.onFirstTick = { ReadyPipe.announce(options) }
+        if options.mode == .direct { link.start() } else { link.start(on: queue) }
     }
     keepAlive.append(link)
 case .raw:
