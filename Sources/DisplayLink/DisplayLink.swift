@@ -194,8 +194,11 @@ public final class DisplayLink: Sendable {
     /// thread runs the handler itself inside `queue.sync`: still on `queue`, serialized with its
     /// other work, but with one thread wake-up per frame instead of two. While the queue is busy
     /// the reader waits, and then delivers only the newest tick, so a busy queue skips frames
-    /// rather than queueing them. Links on several queues, run loops or streams are posted to
-    /// with `async` instead, so no queue's backlog can hold up another's links.
+    /// rather than queueing them. Once the queue has kept the reader waiting over 250 ms (it
+    /// runs long work too), the process's links go back to `async` delivery for good, so that
+    /// the socket is always read and the daemon never takes the process for a stalled client.
+    /// Links on several queues, run loops or streams are posted to with `async` from the start,
+    /// so no queue's backlog can hold up another's links.
     public func start(on queue: DispatchQueue) {
         state.withLock { s in
             guard s.valid else { return }

@@ -16,6 +16,11 @@ final class DisplayLinkConnection: Sendable {
     /// found again well within a second.
     static let initialBackoffNs: UInt64 = 50_000_000
     static let maximumBackoffNs: UInt64 = 500_000_000
+    /// Inline delivery (see `State.soleQueue`) makes the reader wait while the queue runs other
+    /// work, and meanwhile nothing reads the socket: past the daemon's stall timeout (2 s by
+    /// default) the daemon would cut the connection. A queue that once kept the reader waiting
+    /// this long is used for long work, so its links go back to `async` delivery for good.
+    static let inlineWaitLimitNs: UInt64 = 250_000_000
     /// A daemon that accepts but never answers HELLO is given up on after this long.
     static let handshakeTimeoutNs: UInt64 = 2_000_000_000
     /// With no links left the socket stays open this long (after sending the unsubscribes), so
@@ -76,8 +81,15 @@ final class DisplayLinkConnection: Sendable {
         /// thread instead of two. With links on several contexts, nil: queues are then posted
         /// to with `async`, so no queue's backlog can hold up another's links.
         var soleQueue: DispatchQueue?
+        /// Set for good once the reader waited too long for the sole queue (see
+        /// `inlineWaitLimitNs`): from then on its links are posted to with `async`.
+        var inlineDisabled = false
 
         mutating func updateSoleQueue() {
+            guard !inlineDisabled else {
+                soleQueue = nil
+                return
+            }
             var sole: DispatchQueue?
             for reg in registrations.values {
                 guard let queue = reg.inlineQueue, sole == nil || sole === queue else {
@@ -279,7 +291,18 @@ final class DisplayLinkConnection: Sendable {
                 if let queue = state.withLock({ $0.soleQueue }) {
                     // Waits while the queue runs other work; the drain then still takes the
                     // newest tick, so a busy queue skips frames rather than queueing them.
-                    queue.sync { drain(&session, &scratch, inlineOn: queue) }
+                    let before = MonotonicClock.nanoseconds()
+                    var waitedNs: UInt64 = 0
+                    queue.sync {
+                        waitedNs = MonotonicClock.nanoseconds() &- before
+                        drain(&session, &scratch, inlineOn: queue)
+                    }
+                    if waitedNs > Self.inlineWaitLimitNs {
+                        state.withLock { s in
+                            s.inlineDisabled = true
+                            s.updateSoleQueue()
+                        }
+                    }
                 } else {
                     drain(&session, &scratch, inlineOn: nil)
                 }

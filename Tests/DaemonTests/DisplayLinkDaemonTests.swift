@@ -101,53 +101,102 @@ extension DisplayLinkTests {
             #expect(last.calledNs - last.frame.timestampNanoseconds < 50_000_000)
         }
 
+        /// One link's callbacks: (on the queue, on the reader thread, sequence, skipped).
+        final class InlineProbe: Sendable {
+            let queue: DispatchQueue
+            private let key = DispatchSpecificKey<Int>()
+            let calls = Mutex<[(onQueue: Bool, onReader: Bool, sequence: UInt64, skipped: Int)]>([])
+            let errors = Mutex<[DisplayLinkError]>([])
+
+            init(label: String) {
+                queue = DispatchQueue(label: label)
+                queue.setSpecific(key: key, value: 1)
+            }
+
+            func link(socketPath: String) -> DisplayLink {
+                let link = DisplayLink(socketPath: socketPath) { [self] link in
+                    let frame = link.currentFrame!
+                    let call = (DispatchQueue.getSpecific(key: key) == 1, Daemon.onReaderThread(), frame.sequence, frame.skipped)
+                    calls.withLock { $0.append(call) }
+                }
+                link.errorHandler = { [self] error in errors.withLock { $0.append(error) } }
+                return link
+            }
+
+            var count: Int { calls.withLock { $0.count } }
+            func since(_ i: Int) -> [(onQueue: Bool, onReader: Bool, sequence: UInt64, skipped: Int)] {
+                calls.withLock { Array($0[i...]) }
+            }
+        }
+
         /// `start(on:)` with the queue as every link's one context: the reader thread runs the
-        /// handler inside `queue.sync` (one wake-up a tick). Still on the queue, still skipping
-        /// while the queue is busy; with a second link on another queue it falls back to `async`.
+        /// handler inside `queue.sync` (one wake-up a tick), still on the queue. A busy queue
+        /// skips frames; one that keeps the reader waiting over 250 ms goes back to `async`.
         @Test func queueDeliveryRunsInlineWhileTheQueueIsTheOnlyContext() async throws {
             let daemon = try DaemonProcess(hertz: 60, logLevel: "warning")
             defer { daemon.stop() }
-            let queue = DispatchQueue(label: "inline")
-            let key = DispatchSpecificKey<Int>()
-            queue.setSpecific(key: key, value: 1)
-            // (on the queue, on the reader thread, sequence, skipped) per callback.
-            let calls = Mutex<[(onQueue: Bool, onReader: Bool, sequence: UInt64, skipped: Int)]>([])
-            let link = DisplayLink(socketPath: daemon.socketPath) { link in
-                let frame = link.currentFrame!
-                let call = (DispatchQueue.getSpecific(key: key) == 1, Self.onReaderThread(),
-                            frame.sequence, frame.skipped)
-                calls.withLock { $0.append(call) }
-            }
-            let count = { calls.withLock { $0.count } }
-            link.start(on: queue)
-            #expect(await eventually(timeout: 2) { count() >= 10 })
-            let alone = calls.withLock { $0 }
+            let probe = InlineProbe(label: "inline")
+            let link = probe.link(socketPath: daemon.socketPath)
+            link.start(on: probe.queue)
+            #expect(await eventually(timeout: 2) { probe.count >= 10 })
+            let alone = probe.since(0)
             let aloneOffQueue = alone.filter { !$0.onQueue }.count
             let aloneOffReader = alone.filter { !$0.onReader }.count
             #expect(aloneOffQueue == 0)
             #expect(aloneOffReader == 0, "\(aloneOffReader) of \(alone.count) not inline")
 
-            // A busy queue: the ticks of those 300 ms come as one callback with the rest skipped.
-            let before = calls.withLock { $0.count }
-            queue.async { usleep(300_000) }
-            #expect(await eventually(timeout: 2) { count() >= before + 5 })
-            let busy = calls.withLock { Array($0[before...]) }
+            // Busy for 150 ms: the ticks of those frames come as one callback with the rest
+            // skipped, and delivery stays inline.
+            var mark = probe.count
+            probe.queue.async { usleep(150_000) }
+            #expect(await eventually(timeout: 2) { probe.count >= mark + 5 })
+            let busy = probe.since(mark)
             let first = try #require(busy.first)
-            #expect(first.skipped >= 10, "first callback after 300 ms busy skipped \(first.skipped)")
+            #expect(first.skipped >= 5, "first callback after 150 ms busy skipped \(first.skipped)")
             for (a, b) in zip(busy, busy.dropFirst()) { #expect(b.sequence - a.sequence - 1 == UInt64(b.skipped)) }
+            let busyOffReader = busy.filter { !$0.onReader }.count
+            #expect(busyOffReader == 0, "\(busyOffReader) of \(busy.count) not inline after a short busy spell")
 
-            // Another link on another queue: both are now posted to with async.
+            // Busy for 400 ms: over the limit, so the link goes back to async, still on its queue.
+            probe.queue.async { usleep(400_000) }
+            await sleep(seconds: 0.5)
+            mark = probe.count
+            #expect(await eventually(timeout: 2) { probe.count >= mark + 10 })
+            let after = probe.since(mark)
+            let afterOffQueue = after.filter { !$0.onQueue }.count
+            let afterOnReader = after.filter { $0.onReader }.count
+            #expect(afterOffQueue == 0)
+            #expect(afterOnReader == 0, "\(afterOnReader) of \(after.count) still inline after a 400 ms wait")
+            #expect(probe.errors.withLock { $0.isEmpty })
+            link.invalidate()
+        }
+
+        /// A second link on another queue: both are posted to with `async`.
+        @Test func queueDeliveryIsAsyncWithLinksOnTwoQueues() async throws {
+            let daemon = try DaemonProcess(hertz: 60, logLevel: "warning")
+            defer { daemon.stop() }
+            let probe = InlineProbe(label: "first")
+            let link = probe.link(socketPath: daemon.socketPath)
+            link.start(on: probe.queue)
+            #expect(await eventually(timeout: 2) { probe.count >= 5 })
             let other = DisplayLink(socketPath: daemon.socketPath) { _ in }
             other.start(on: DispatchQueue(label: "other"))
             await sleep(seconds: 0.2)
-            let mark = calls.withLock { $0.count }
-            #expect(await eventually(timeout: 2) { count() >= mark + 10 })
-            let shared = calls.withLock { Array($0[mark...]) }
+            let mark = probe.count
+            #expect(await eventually(timeout: 2) { probe.count >= mark + 10 })
+            let shared = probe.since(mark)
             let sharedOffQueue = shared.filter { !$0.onQueue }.count
             let sharedOnReader = shared.filter { $0.onReader }.count
             #expect(sharedOffQueue == 0)
             #expect(sharedOnReader == 0, "\(sharedOnReader) of \(shared.count) still inline")
+            // Alone again: inline again.
             other.invalidate()
+            await sleep(seconds: 0.2)
+            let back = probe.count
+            #expect(await eventually(timeout: 2) { probe.count >= back + 10 })
+            let alone = probe.since(back)
+            let aloneOffReader = alone.filter { !$0.onReader }.count
+            #expect(aloneOffReader == 0, "\(aloneOffReader) of \(alone.count) not inline once alone again")
             link.invalidate()
         }
 
