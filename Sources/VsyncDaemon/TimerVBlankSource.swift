@@ -7,8 +7,8 @@ import VsyncCore
 /// sequence keeps counting while nobody listens (as a real vblank counter does). A periodic
 /// timerfd wakes the loop only while the display is active; it is re-anchored to the ideal
 /// timeline every `rearmEvery` vblanks (its interval is whole nanoseconds, the period is not), so
-/// the steady state costs one read per vblank (after the tick is sent) and no timerfd_settime. Its display is named
-/// "timer" and its ticks are flagged synthetic.
+/// the steady state costs one read per vblank (after the tick is sent) and no timerfd_settime.
+/// Its display is named "timer" and its ticks are flagged synthetic.
 final class TimerVBlankSource: VBlankSource {
     static let key = DisplayKey(device: "timer", crtcID: 0)
 
