@@ -78,9 +78,9 @@ let package = Package(
         ),
         .executableTarget(
             name: "vsync-bench-client",
-            dependencies: ["DisplayLink", "VsyncCore", .product(name: "Histogram", package: "hdrhistogram-swift")]
+            dependencies: ["DisplayLink", "VsyncCore", "ProcessTools", .product(name: "Histogram", package: "hdrhistogram-swift")]
         ),
-        // Child processes and /proc readings shared by the bench and the soak.
+        // Child processes, /proc readings and the bench client's report, shared by the bench and the soak.
         .target(name: "ProcessTools"),
         // Soak run (issue 4): vsyncd at 240 Hz with clients that join, leave, pause and change rates.
         .executableTarget(

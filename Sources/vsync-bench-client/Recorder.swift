@@ -1,21 +1,7 @@
 import Foundation
 import Histogram
+import ProcessTools
 import Synchronization
-
-/// What one client measured, printed as one JSON line when vsync-bench says stop.
-struct ClientReport: Codable {
-    var index: Int
-    /// Callbacks while recording.
-    var received: UInt64
-    /// Ticks missing from the sequence at this client's divisor, between recorded callbacks.
-    var lost: UInt64
-    /// Sum of the frames' `skipped` counts (daemon and library coalescing) while recording.
-    var skipped: UInt64
-    var divisor: UInt64
-    /// Latency histogram, ns: [value, count] for each non-empty HDR bucket.
-    var latencyNs: [[UInt64]]
-    var notes: [String]
-}
 
 /// The client's measurements. Callbacks come on the link's serial queue and signals on the
 /// same queue, so the mutex is never contended; it is there to make that sharing checkable.

@@ -198,17 +198,6 @@ struct DaemonRun {
     }
 }
 
-/// The client's JSON line (vsync-bench-client's ClientReport).
-struct ClientReport: Decodable {
-    var index: Int
-    var received: UInt64
-    var lost: UInt64
-    var skipped: UInt64
-    var divisor: UInt64
-    var latencyNs: [[UInt64]]
-    var notes: [String]
-}
-
 /// The last few hundred characters of a log, for error lines.
 func tail(_ path: String) -> String {
     guard let text = try? String(contentsOfFile: path, encoding: .utf8), !text.isEmpty else { return "(no log)" }

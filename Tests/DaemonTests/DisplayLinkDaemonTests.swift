@@ -103,9 +103,10 @@ extension DisplayLinkTests {
 
         /// One link's callbacks: (on the queue, on the reader thread, sequence, skipped).
         final class InlineProbe: Sendable {
+            typealias Call = (onQueue: Bool, onReader: Bool, sequence: UInt64, skipped: Int)
             let queue: DispatchQueue
             private let key = DispatchSpecificKey<Int>()
-            let calls = Mutex<[(onQueue: Bool, onReader: Bool, sequence: UInt64, skipped: Int)]>([])
+            private let calls = Mutex<[Call]>([])
             let errors = Mutex<[DisplayLinkError]>([])
 
             init(label: String) {
@@ -123,9 +124,13 @@ extension DisplayLinkTests {
                 return link
             }
 
-            var count: Int { calls.withLock { $0.count } }
-            func since(_ i: Int) -> [(onQueue: Bool, onReader: Bool, sequence: UInt64, skipped: Int)] {
-                calls.withLock { Array($0[i...]) }
+            /// The next `n` callbacks or more (waiting up to 2 s), with how many of them ran off
+            /// the queue and how many on the reader thread.
+            func next(_ n: Int) async -> (calls: [Call], offQueue: Int, onReader: Int) {
+                let mark = calls.withLock { $0.count }
+                _ = await eventually(timeout: 2) { calls.withLock { $0.count } >= mark + n }
+                let new = calls.withLock { Array($0[mark...]) }
+                return (new, new.filter { !$0.onQueue }.count, new.filter(\.onReader).count)
             }
         }
 
@@ -138,65 +143,51 @@ extension DisplayLinkTests {
             let probe = InlineProbe(label: "inline")
             let link = probe.link(socketPath: daemon.socketPath)
             link.start(on: probe.queue)
-            #expect(await eventually(timeout: 2) { probe.count >= 10 })
-            let alone = probe.since(0)
-            let aloneOffQueue = alone.filter { !$0.onQueue }.count
-            let aloneOffReader = alone.filter { !$0.onReader }.count
-            #expect(aloneOffQueue == 0)
-            #expect(aloneOffReader == 0, "\(aloneOffReader) of \(alone.count) not inline")
+            let alone = await probe.next(10)
+            #expect(alone.calls.count >= 10)
+            #expect(alone.offQueue == 0)
+            #expect(alone.onReader == alone.calls.count, "\(alone.onReader) of \(alone.calls.count) inline")
 
             // Busy for 150 ms: the ticks of those frames come as one callback with the rest
             // skipped, and delivery stays inline.
-            var mark = probe.count
             probe.queue.async { usleep(150_000) }
-            #expect(await eventually(timeout: 2) { probe.count >= mark + 5 })
-            let busy = probe.since(mark)
-            let first = try #require(busy.first)
+            let busy = await probe.next(5)
+            let first = try #require(busy.calls.first)
             #expect(first.skipped >= 5, "first callback after 150 ms busy skipped \(first.skipped)")
-            for (a, b) in zip(busy, busy.dropFirst()) { #expect(b.sequence - a.sequence - 1 == UInt64(b.skipped)) }
-            let busyOffReader = busy.filter { !$0.onReader }.count
-            #expect(busyOffReader == 0, "\(busyOffReader) of \(busy.count) not inline after a short busy spell")
+            for (a, b) in zip(busy.calls, busy.calls.dropFirst()) { #expect(b.sequence - a.sequence - 1 == UInt64(b.skipped)) }
+            #expect(busy.onReader == busy.calls.count, "\(busy.onReader) of \(busy.calls.count) inline after a short busy spell")
 
             // Busy for 400 ms: over the limit, so the link goes back to async, still on its queue.
             probe.queue.async { usleep(400_000) }
             await sleep(seconds: 0.5)
-            mark = probe.count
-            #expect(await eventually(timeout: 2) { probe.count >= mark + 10 })
-            let after = probe.since(mark)
-            let afterOffQueue = after.filter { !$0.onQueue }.count
-            let afterOnReader = after.filter { $0.onReader }.count
-            #expect(afterOffQueue == 0)
-            #expect(afterOnReader == 0, "\(afterOnReader) of \(after.count) still inline after a 400 ms wait")
+            let after = await probe.next(10)
+            #expect(after.calls.count >= 10)
+            #expect(after.offQueue == 0)
+            #expect(after.onReader == 0, "\(after.onReader) of \(after.calls.count) still inline after a 400 ms wait")
             #expect(probe.errors.withLock { $0.isEmpty })
             link.invalidate()
         }
 
-        /// A second link on another queue: both are posted to with `async`.
+        /// A second link on another queue: both are posted to with `async`; alone again, inline again.
         @Test func queueDeliveryIsAsyncWithLinksOnTwoQueues() async throws {
             let daemon = try DaemonProcess(hertz: 60, logLevel: "warning")
             defer { daemon.stop() }
             let probe = InlineProbe(label: "first")
             let link = probe.link(socketPath: daemon.socketPath)
             link.start(on: probe.queue)
-            #expect(await eventually(timeout: 2) { probe.count >= 5 })
+            _ = await probe.next(5)
             let other = DisplayLink(socketPath: daemon.socketPath) { _ in }
             other.start(on: DispatchQueue(label: "other"))
             await sleep(seconds: 0.2)
-            let mark = probe.count
-            #expect(await eventually(timeout: 2) { probe.count >= mark + 10 })
-            let shared = probe.since(mark)
-            let sharedOffQueue = shared.filter { !$0.onQueue }.count
-            let sharedOnReader = shared.filter { $0.onReader }.count
-            #expect(sharedOffQueue == 0)
-            #expect(sharedOnReader == 0, "\(sharedOnReader) of \(shared.count) still inline")
-            // Alone again: inline again.
+            let shared = await probe.next(10)
+            #expect(shared.calls.count >= 10)
+            #expect(shared.offQueue == 0)
+            #expect(shared.onReader == 0, "\(shared.onReader) of \(shared.calls.count) still inline")
             other.invalidate()
             await sleep(seconds: 0.2)
-            let back = probe.count
-            #expect(await eventually(timeout: 2) { probe.count >= back + 10 })
-            let alone = probe.since(back)
-            let aloneOffReader = alone.filter { !$0.onReader }.count
-            #expect(aloneOffReader == 0, "\(aloneOffReader) of \(alone.count) not inline once alone again")
+            let alone = await probe.next(10)
+            #expect(alone.calls.count >= 10)
+            #expect(alone.onReader == alone.calls.count, "\(alone.onReader) of \(alone.calls.count) inline once alone again")
             link.invalidate()
         }
 
