@@ -513,8 +513,7 @@ public final class DisplayLink: Sendable {
 
     /// A tick from the reader thread: the newest for this link in its drain. `inlineQueue` is
     /// the queue the reader thread is running on inside `sync`, if any.
-    @discardableResult
-    func connectionDidDeliver(_ frame: Frame, inlineOn inlineQueue: DispatchQueue? = nil) -> Delivery {
+    func connectionDidDeliver(_ frame: Frame, inlineOn inlineQueue: DispatchQueue?) -> Delivery {
         var delivery = Delivery.none
         let wakeups = state.withLock { s -> Wakeups? in
             guard s.valid, !s.paused else { return nil }

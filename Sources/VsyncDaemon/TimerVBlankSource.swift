@@ -94,9 +94,10 @@ final class TimerVBlankSource: VBlankSource {
     func rearm(into events: inout [SourceEvent]) {
         switch pendingRearm {
         case .none: break
-        // A periodic timerfd fires again only once read; setting it anew clears it too.
+        // A periodic timerfd fires again only once read. Setting it anew (armNext) clears its
+        // count as a read would, and an inactive timer was already disarmed by setActive.
         case .drain: timer.drain()
-        case .anchor(let now): timer.drain(); if active { armNext(after: now) }
+        case .anchor(let now): if active { armNext(after: now) }
         }
         pendingRearm = .none
     }
