@@ -3,7 +3,7 @@
 /// `maximum == 0` means no upper bound (the display's maximum); `preferred == 0` means "the
 /// highest rate the range allows". `FrameRateRange.default` (all zero) asks for the display's
 /// maximum. How a range becomes a rate: see `RateMapping`.
-public struct FrameRateRange: Sendable, Hashable, Codable, CustomStringConvertible {
+public struct FrameRateRange: Sendable, Hashable, CustomStringConvertible {
     public let minimum: Float
     public let maximum: Float
     public let preferred: Float
@@ -31,21 +31,10 @@ public struct FrameRateRange: Sendable, Hashable, Codable, CustomStringConvertib
         self.init(unchecked: 0, 0, fps > 0 ? Float(fps) : 0)
     }
 
-    private init(unchecked minimum: Float, _ maximum: Float, _ preferred: Float) {
+    init(unchecked minimum: Float, _ maximum: Float, _ preferred: Float) {
         self.minimum = minimum
         self.maximum = maximum
         self.preferred = preferred
-    }
-
-    public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        let min = try c.decode(Float.self, forKey: .minimum)
-        let max = try c.decode(Float.self, forKey: .maximum)
-        let pref = try c.decode(Float.self, forKey: .preferred)
-        if let problem = Self.problem(minimum: min, maximum: max, preferred: pref) {
-            throw DecodingError.dataCorruptedError(forKey: .preferred, in: c, debugDescription: problem)
-        }
-        self.init(unchecked: min, max, pref)
     }
 
     /// Nil if valid, else one line saying what is wrong.
