@@ -6,6 +6,8 @@ import PackageDescription
 //   CDRM         libdrm headers via pkg-config. Imported by VsyncDRM only, never re-exported.
 //   VsyncDRM     cards, connectors, CRTCs, modes and vblank events on /dev/dri/cardN.
 //   VsyncDaemon  vsyncd's server: event loop, clients, broadcast, systemd glue.
+//   CVsyncSys    the libc calls of the client core, for its normal and its Embedded build.
+//   VsyncClientCore  the thread-free client core (one socket, one fd, dispatch): DisplayLink and libvsync.
 //   DisplayLink  the client library apps link: depends on VsyncCore and Foundation only.
 //   VsyncProbe   vsync-probe's commands.
 let package = Package(
@@ -44,6 +46,10 @@ let package = Package(
             name: "VsyncDaemon",
             dependencies: ["CLinux", "VsyncCore", "VsyncDRM", .product(name: "Logging", package: "swift-log")]
         ),
+        // What VsyncClientCore needs of libc, through its own module map: libvsync's Embedded
+        // Swift build has no Glibc module.
+        .systemLibrary(name: "CVsyncSys"),
+        .target(name: "VsyncClientCore", dependencies: ["VsyncCore", "CVsyncSys"]),
         .target(name: "DisplayLink", dependencies: ["VsyncCore"]),
         .target(
             name: "VsyncProbe",
@@ -88,6 +94,8 @@ let package = Package(
             dependencies: ["DisplayLink", "VsyncCore", "ProcessTools", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .testTarget(name: "VsyncCoreTests", dependencies: ["VsyncCore"]),
+        // The client core in-process over socketpairs, against a scripted server.
+        .testTarget(name: "VsyncClientCoreTests", dependencies: ["VsyncClientCore", "VsyncCore"]),
         .testTarget(name: "DaemonTests", dependencies: ["VsyncCore", "VsyncDaemon", "DisplayLink"]),
         .testTarget(name: "VMTests", dependencies: ["VsyncCore"]),
         // Pure parts of the DRM layer (names, encodings, messages); no device needed.

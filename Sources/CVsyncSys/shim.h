@@ -1,0 +1,124 @@
+// The libc calls the thread-free client core makes, for both of its builds: the normal one
+// (DisplayLink) and libvsync's Embedded Swift one, where Swift's Glibc module does not exist.
+// Only VsyncClientCore and libvsync import this. Small helpers are static inline so that the
+// struct handling (sockaddr_un, mmsghdr) stays in C and libvsync needs nothing beyond libc.
+#ifndef VSYNC_SYS_SHIM_H
+#define VSYNC_SYS_SHIM_H
+
+#define _GNU_SOURCE 1
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+static inline int vsync_sys_errno(void) { return errno; }
+
+static inline uint64_t vsync_sys_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/// A non-blocking, close-on-exec SOCK_SEQPACKET connection to `path`: the fd, or -errno.
+/// A Unix socket connect completes at once or fails at once (a full backlog is EAGAIN).
+static inline int vsync_sys_connect_unix(const char *path) {
+    struct sockaddr_un addr;
+    size_t len = strlen(path);
+    if (len >= sizeof addr.sun_path) return -ENAMETOOLONG;
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return -errno;
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    memcpy(addr.sun_path, path, len);
+    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0 || errno == EINPROGRESS) return fd;
+    int err = errno;
+    close(fd);
+    return -err;
+}
+
+/// One non-blocking send of a whole datagram: its size, or -errno (EINTR retried).
+static inline ssize_t vsync_sys_send(int fd, const void *bytes, size_t count) {
+    ssize_t n;
+    do n = send(fd, bytes, count, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    return n < 0 ? -errno : n;
+}
+
+/// Reads up to `count` datagrams of at most `size` bytes each into `buffers` (count × size
+/// bytes) with one recvmmsg, without waiting. Returns how many were read (their lengths in
+/// `lengths`; a length of 0 is the peer's orderly close), or -errno (-EAGAIN: nothing waiting).
+#define VSYNC_SYS_BATCH 16
+static inline int vsync_sys_recv_batch(int fd, unsigned char *buffers, size_t size, int count, int *lengths) {
+    struct mmsghdr msgs[VSYNC_SYS_BATCH];
+    struct iovec iov[VSYNC_SYS_BATCH];
+    if (count > VSYNC_SYS_BATCH) count = VSYNC_SYS_BATCH;
+    memset(msgs, 0, sizeof(struct mmsghdr) * (size_t)count);
+    for (int i = 0; i < count; i++) {
+        iov[i].iov_base = buffers + (size_t)i * size;
+        iov[i].iov_len = size;
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    int n;
+    do n = recvmmsg(fd, msgs, (unsigned)count, MSG_DONTWAIT, NULL);
+    while (n < 0 && errno == EINTR);
+    if (n < 0) return -errno;
+    for (int i = 0; i < n; i++) {
+        // A datagram longer than the buffer is cut (MSG_TRUNC): report its true length so the
+        // decoder calls it malformed instead of reading a prefix as a whole message.
+        lengths[i] = (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) ? (int)size + 1 : (int)msgs[i].msg_len;
+    }
+    return n;
+}
+
+static inline int vsync_sys_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+
+/// Adds (op EPOLL_CTL_ADD), changes (MOD) or removes (DEL) `fd` with `events`; 0 or -errno.
+static inline int vsync_sys_epoll_ctl(int epfd, int op, int fd, uint32_t events) {
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.events = events;
+    ev.data.fd = fd;
+    return epoll_ctl(epfd, op, fd, &ev) == 0 ? 0 : -errno;
+}
+
+/// Waits up to `timeout_ms` (-1 forever) for anything in the set: the number ready, 0 on
+/// timeout or a signal, or -errno.
+static inline int vsync_sys_epoll_wait(int epfd, int timeout_ms) {
+    struct epoll_event ev[4];
+    int n = epoll_wait(epfd, ev, 4, timeout_ms);
+    if (n < 0) return errno == EINTR ? 0 : -errno;
+    return n;
+}
+
+static inline int vsync_sys_timerfd_create(void) {
+    return timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+}
+
+/// Arms `fd` to fire once at absolute CLOCK_MONOTONIC `deadline_ns`; 0 disarms. Setting the
+/// timer also clears an expiry not yet read, so a stale one never wakes the caller.
+static inline int vsync_sys_timerfd_set(int fd, uint64_t deadline_ns) {
+    struct itimerspec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.it_value.tv_sec = (time_t)(deadline_ns / 1000000000u);
+    spec.it_value.tv_nsec = (long)(deadline_ns % 1000000000u);
+    return timerfd_settime(fd, TFD_TIMER_ABSTIME, &spec, NULL) == 0 ? 0 : -errno;
+}
+
+static inline int vsync_sys_close(int fd) { return close(fd); }
+
+/// `$name`, or NULL.
+static inline const char *vsync_sys_getenv(const char *name) { return getenv(name); }
+
+static inline const char *vsync_sys_strerror(int code) { return strerror(code); }
+
+#endif

@@ -1,0 +1,128 @@
+#if !VSYNC_EMBEDDED
+import VsyncCore
+#endif
+import CVsyncSys
+
+/// Why a client is not ticking. Each describes itself in one line that says what to do; the
+/// same lines reach DisplayLink's `errorHandler` and libvsync's error callback.
+public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Nothing listens on the socket (ENOENT or ECONNREFUSED). The client keeps retrying and
+    /// starts ticking on its own once the daemon is up.
+    case noDaemon(socketPath: String)
+    /// The socket exists but this user may not connect to it (EACCES/EPERM).
+    case permissionDenied(socketPath: String)
+    /// Connecting or talking to the daemon failed for another reason (`errno`).
+    case connectionFailed(socketPath: String, errno: Int32)
+    /// The daemon closed the connection (it stopped or restarted). The client reconnects by itself.
+    case connectionLost(socketPath: String)
+    /// The daemon refused the handshake (version unsupported, too many clients, …).
+    case refused(reason: String)
+    /// No display matches the subscription's selector.
+    case displayNotFound(selector: String, reason: String)
+    /// The subscription's display was unplugged or its card went away.
+    case displayGone(name: String)
+    /// The daemon rejected a request (rate, pause, …).
+    case requestFailed(code: UInt16, reason: String)
+    /// The daemon sent something this library cannot read.
+    case protocolViolation(String)
+
+    /// libvsync's `VSYNC_E*` number for this error (returned negated by its calls).
+    public var code: ClientErrorCode {
+        switch self {
+        case .noDaemon: .noDaemon
+        case .permissionDenied: .permissionDenied
+        case .connectionFailed: .connectionFailed
+        case .connectionLost: .connectionLost
+        case .refused: .refused
+        case .displayNotFound: .displayNotFound
+        case .displayGone: .displayGone
+        case .requestFailed: .requestFailed
+        case .protocolViolation: .protocolViolation
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .noDaemon(let path):
+            if path == VsyncClient.defaultSocketPath {
+                return "no vsyncd at \(path): start it with 'systemctl start vsyncd.socket'"
+            }
+            return "no vsyncd at \(path): start 'vsyncd --socket \(path)' or fix VSYNCD_SOCKET"
+        case .permissionDenied(let path):
+            return "permission denied on \(path): add the user to group 'video' and log in again"
+        case .connectionFailed(let path, let code):
+            return "cannot connect to vsyncd at \(path): \(String(cString: vsync_sys_strerror(code))) (errno \(code))"
+        case .connectionLost(let path):
+            return "vsyncd at \(path) closed the connection: reconnecting; restart vsyncd if this persists"
+        case .refused(let reason):
+            return "vsyncd refused the connection: \(reason)"
+        case .displayNotFound(let selector, let reason):
+            return "no display \(selector): \(reason); list displays with 'vsync-probe list'"
+        case .displayGone(let name):
+            return "display \(name) is gone: create a new link for another display"
+        case .requestFailed(let code, let reason):
+            return "vsyncd rejected a request (error \(code)): \(reason)"
+        case .protocolViolation(let what):
+            return "unreadable message from vsyncd: \(what); upgrade the client library or vsyncd"
+        }
+    }
+
+    /// What a failed connect or send means for the app.
+    static func forErrno(_ err: Int32, path: String) -> ClientError {
+        switch err {
+        case ENOENT, ECONNREFUSED, ENOTDIR: .noDaemon(socketPath: path)
+        case EACCES, EPERM: .permissionDenied(socketPath: path)
+        default: .connectionFailed(socketPath: path, errno: err)
+        }
+    }
+}
+
+/// The error numbers libvsync returns (negated) and `vsync_strerror` explains. The C header
+/// `vsync/vsync.h` repeats these values; a test checks that they match.
+public enum ClientErrorCode: Int32, Sendable, CaseIterable {
+    case noDaemon = 1
+    case permissionDenied = 2
+    case connectionFailed = 3
+    case connectionLost = 4
+    case refused = 5
+    case displayNotFound = 6
+    case displayGone = 7
+    case requestFailed = 8
+    case protocolViolation = 9
+    /// A bad argument (libvsync only: NULL pointer, invalid frame-rate range).
+    case invalidArgument = 10
+    /// Out of memory (libvsync only).
+    case outOfMemory = 11
+    /// The handshake did not finish in time (libvsync's connect).
+    case timedOut = 12
+
+    /// The one line `vsync_strerror` gives for the code alone (no socket path to name).
+    public var message: String {
+        switch self {
+        case .noDaemon: "no vsyncd is listening: start it with 'systemctl start vsyncd.socket' or check VSYNCD_SOCKET"
+        case .permissionDenied: "permission denied on the vsyncd socket: add the user to group 'video' and log in again"
+        case .connectionFailed: "cannot connect to vsyncd: see the client's last error for the system's reason"
+        case .connectionLost: "vsyncd closed the connection: reconnecting; restart vsyncd if this persists"
+        case .refused: "vsyncd refused the connection: see the client's last error for its reason"
+        case .displayNotFound: "no display matches: list displays with 'vsync-probe list'"
+        case .displayGone: "the display is gone: create a new link for another display"
+        case .requestFailed: "vsyncd rejected a request: see the client's last error for its reason"
+        case .protocolViolation: "unreadable message from vsyncd: upgrade the client library or vsyncd"
+        case .invalidArgument: "invalid argument: check the call's parameters against vsync.h"
+        case .outOfMemory: "out of memory"
+        case .timedOut: "vsyncd did not answer the handshake in time: check that it is running and not stuck"
+        }
+    }
+}
+
+extension DisplaySelector {
+    /// How error messages name the selector.
+    public var displayName: String {
+        switch self {
+        case .primary: "primary"
+        case .crtc(let id): "crtc \(id)"
+        case .connector(let name): "'\(name)'"
+        case .display(let id): "display \(id)"
+        }
+    }
+}

@@ -1,0 +1,71 @@
+#if !VSYNC_EMBEDDED
+import VsyncCore
+#endif
+
+/// One frame as the client hands it out: the newest tick of one subscription in a read, with
+/// the ticks it replaced counted in `skipped`.
+public struct ClientFrame: Sendable, Equatable {
+    public var subscriptionID: UInt32
+    public var displayID: UInt32
+    /// The 64-bit vblank sequence; a multiple of `divisor`.
+    public var sequence: UInt64
+    /// The vblank this frame belongs to (CLOCK_MONOTONIC ns).
+    public var timestampNs: UInt64
+    /// The predicted next vblank at the subscription's rate: the deadline.
+    public var targetTimestampNs: UInt64
+    /// The display's frame interval.
+    public var displayIntervalNs: UInt64
+    /// `divisor × displayIntervalNs`.
+    public var clientIntervalNs: UInt64
+    /// Due ticks not delivered since the last delivered one: the daemon's count (a full
+    /// socket) plus the ticks this library dropped for a newer one in the same read.
+    public var skipped: UInt32
+    public var divisor: UInt32
+    public var flags: TickFlags
+    /// When this library read the tick (CLOCK_MONOTONIC ns).
+    public var receivedNs: UInt64
+
+    public init(_ tick: Tick, replaced: UInt32, receivedNs: UInt64) {
+        subscriptionID = tick.subscriptionID
+        displayID = tick.displayID
+        sequence = tick.sequence
+        timestampNs = tick.timestampNs
+        targetTimestampNs = tick.targetTimestampNs
+        displayIntervalNs = tick.displayIntervalNs
+        clientIntervalNs = tick.clientIntervalNs
+        let total = UInt64(tick.skipped) + UInt64(replaced)
+        skipped = total > UInt64(UInt32.max) ? UInt32.max : UInt32(total)
+        divisor = tick.divisor
+        flags = tick.flags
+        self.receivedNs = receivedNs
+    }
+}
+
+/// What a `dispatch` produced, in order, for the caller to hand to its callbacks.
+public enum ClientEvent: Sendable, Equatable {
+    /// The handshake finished (also after every reconnect; subscriptions are renewed).
+    case connected(Welcome)
+    /// The daemon confirmed a subscription or its new rate (also after a mode change).
+    case subscribed(Subscribed)
+    /// The subscription's display changed mode, turned off or on. `added` has subscription 0.
+    case display(subscriptionID: UInt32, DisplayEvent)
+    /// The newest tick of one subscription in this read.
+    case frame(ClientFrame)
+    /// Something failed for this subscription (0: there is none; the client's own error).
+    case error(subscriptionID: UInt32, ClientError)
+}
+
+/// A subscription as the client last heard of it.
+public struct SubscriptionInfo: Sendable, Equatable {
+    public var selector: DisplaySelector
+    public var range: FrameRateRange
+    public var flags: SubscribeFlags
+    public var paused: Bool
+    /// False after the daemon said the display is unknown or gone, until a display is added.
+    public var active: Bool
+    /// The display record from the last SUBSCRIBED or display event; nil before the first.
+    public var display: DisplayInfo?
+    /// The divisor and display interval from the last SUBSCRIBED, mode change or tick; 0 before.
+    public var divisor: UInt32
+    public var displayIntervalNs: UInt64
+}

@@ -1,0 +1,200 @@
+#if !VSYNC_EMBEDDED
+import VsyncCore
+#endif
+import CVsyncSys
+
+// Reading: every datagram waiting, control messages in order, then the newest tick of each
+// subscription.
+extension VsyncClient {
+    /// Reads everything waiting on the socket; returns the frames added to the events.
+    func drain(now: UInt64) -> Int {
+        let size = WireProtocol.maxMessageSize
+        var closed = false
+        reading: while socketFD >= 0 {
+            let fd = socketFD
+            let count = buffers.withUnsafeMutableBytes { raw in
+                lengths.withUnsafeMutableBufferPointer { lens in
+                    vsync_sys_recv_batch(fd, raw.baseAddress!.assumingMemoryBound(to: UInt8.self), size,
+                                         Int32(Self.batch), lens.baseAddress)
+                }
+            }
+            if count < 0 {
+                if -count != EAGAIN && -count != EWOULDBLOCK { closed = true }
+                break
+            }
+            if count == 0 {
+                closed = true
+                break
+            }
+            let received = vsync_sys_now_ns()
+            for i in 0..<Int(count) {
+                let length = Int(lengths[i])
+                if length == 0 {
+                    closed = true
+                    break reading
+                }
+                handleDatagram(at: i * size, length: length, received: received, now: now)
+                if socketFD < 0 { break reading }
+            }
+            // Fewer than a full batch: the socket was empty when read, so no second call.
+            if count < Int32(Self.batch) { break }
+        }
+        let frames = deliverTicks()
+        if closed && socketFD >= 0 {
+            let wasReady = ready
+            hangUp()
+            if wasReady {
+                // The daemon stopped or restarted: retry almost at once.
+                report(.connectionLost(socketPath: socketPath))
+                backoff = configuration.initialBackoffNs
+            } else {
+                report(.connectionFailed(socketPath: socketPath, errno: ECONNRESET))
+            }
+            scheduleRetry(now: now)
+        }
+        return frames
+    }
+
+    private func handleDatagram(at offset: Int, length: Int, received: UInt64, now: UInt64) {
+        let decoded = buffers.withUnsafeBytes { raw -> Result<ServerMessage?, WireError> in
+            // A length past the buffer is a cut datagram: too long for the protocol.
+            if length > WireProtocol.maxMessageSize { return .failure(.oversized(length)) }
+            do throws(WireError) {
+                return .success(try ServerMessage.decode(UnsafeRawBufferPointer(rebasing: raw[offset..<(offset + length)])))
+            } catch {
+                return .failure(error)
+            }
+        }
+        let message: ServerMessage?
+        switch decoded {
+        case .success(let m): message = m
+        case .failure(let error):
+            report(.protocolViolation(error.description))
+            return
+        }
+        guard let message else { return }  // a newer daemon's message type: ignore
+        if case .tick(let tick) = message {
+            coalesce(tick, received: received)
+        } else {
+            handle(message, now: now)
+        }
+    }
+
+    /// Keeps the newest tick per subscription; the replaced ones count as skipped.
+    private func coalesce(_ tick: Tick, received: UInt64) {
+        guard let info = subscriptions[tick.subscriptionID], !info.paused else { return }
+        for i in pendingTicks.indices where pendingTicks[i].tick.subscriptionID == tick.subscriptionID {
+            pendingTicks[i].replaced &+= pendingTicks[i].tick.skipped &+ 1
+            pendingTicks[i].tick = tick
+            pendingTicks[i].received = received
+            return
+        }
+        pendingTicks.append((tick, 0, received))
+    }
+
+    private func deliverTicks() -> Int {
+        guard !pendingTicks.isEmpty else { return 0 }
+        var frames = 0
+        for pending in pendingTicks {
+            let id = pending.tick.subscriptionID
+            guard var info = subscriptions[id], !info.paused else { continue }
+            info.divisor = pending.tick.divisor
+            info.displayIntervalNs = pending.tick.displayIntervalNs
+            subscriptions[id] = info
+            events.append(.frame(ClientFrame(pending.tick, replaced: pending.replaced, receivedNs: pending.received)))
+            frames += 1
+        }
+        pendingTicks.removeAll(keepingCapacity: true)
+        return frames
+    }
+
+    private func handle(_ message: ServerMessage, now: UInt64) {
+        switch message {
+        case .welcome(let welcome):
+            ready = true
+            welcomeMessage = welcome
+            backoff = configuration.initialBackoffNs
+            outbox.removeAll()
+            reportedErrors.removeAll()
+            lastError = nil
+            for id in subscriptions.keys.sorted() {
+                subscriptions[id]?.active = true
+                if let info = subscriptions[id] { outbox.append(subscribeMessage(id, info)) }
+            }
+            events.append(.connected(welcome))
+        case .refused(let refusal):
+            fail(.refused(reason: refusal.message), now: now)
+            // No common version: the daemon will not change its mind within seconds.
+            if refusal.code == .versionUnsupported { retryAt &+= 4 &* configuration.maximumBackoffNs }
+        case .subscribed(let answer):
+            guard var info = subscriptions[answer.subscriptionID] else { return }
+            info.display = answer.display
+            info.divisor = answer.divisor
+            info.displayIntervalNs = answer.displayIntervalNs
+            subscriptions[answer.subscriptionID] = info
+            events.append(.subscribed(answer))
+        case .displayEvent(let event):
+            handle(event)
+        case .error(let error):
+            handle(error)
+        case .displayList, .tick:
+            break
+        }
+    }
+
+    private func handle(_ event: DisplayEvent) {
+        let displayID = event.display.displayID
+        switch event.kind {
+        case .added:
+            // Subscriptions whose display was missing get another chance.
+            for id in subscriptions.keys.sorted() where subscriptions[id]?.active == false {
+                subscriptions[id]?.active = true
+                reportedErrors[id] = nil
+                if ready, let info = subscriptions[id] { outbox.append(subscribeMessage(id, info)) }
+            }
+            events.append(.display(subscriptionID: 0, event))
+        case .removed:
+            for id in subscriptions.keys.sorted() {
+                guard let info = subscriptions[id], info.active, info.display?.displayID == displayID else { continue }
+                subscriptions[id]?.active = false
+                if ready { outbox.append(.unsubscribe(subscriptionID: id)) }
+                let error = ClientError.displayGone(name: event.display.connectorName)
+                lastError = error
+                events.append(.error(subscriptionID: id, error))
+            }
+        case .modeChanged, .off, .on:
+            for id in subscriptions.keys.sorted() {
+                guard var info = subscriptions[id], info.display?.displayID == displayID else { continue }
+                if event.kind != .off { info.display = event.display }
+                if event.display.periodNs > 0 && event.kind != .off { info.displayIntervalNs = event.display.periodNs }
+                subscriptions[id] = info
+                events.append(.display(subscriptionID: id, event))
+            }
+        }
+    }
+
+    private func handle(_ error: ErrorMessage) {
+        if error.subscriptionID == 0 {
+            // Codes 1–3 mean this library sent something wrong; the daemon hangs up next.
+            let failure = ClientError.requestFailed(code: error.code.rawValue, reason: error.message)
+            lastError = failure
+            if subscriptions.isEmpty { events.append(.error(subscriptionID: 0, failure)) }
+            for id in subscriptions.keys.sorted() { events.append(.error(subscriptionID: id, failure)) }
+            return
+        }
+        let id = error.subscriptionID
+        guard let info = subscriptions[id] else { return }
+        let failure: ClientError
+        switch error.code {
+        case .unknownSubscription:
+            return  // a request raced an unsubscribe or a display removal
+        case .unknownDisplay:
+            subscriptions[id]?.active = false
+            failure = .displayNotFound(selector: info.selector.displayName, reason: error.message)
+        default:
+            failure = .requestFailed(code: error.code.rawValue, reason: error.message)
+        }
+        lastError = failure
+        events.append(.error(subscriptionID: id, failure))
+    }
+}

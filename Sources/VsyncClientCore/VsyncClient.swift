@@ -1,0 +1,255 @@
+#if !VSYNC_EMBEDDED
+import VsyncCore
+#endif
+import CVsyncSys
+
+/// The client side of the vsyncd protocol over one socket, as a state machine that owns no
+/// thread: the core of both DisplayLink and libvsync.
+///
+/// It does the handshake, renews every subscription after a reconnect (with backoff), keeps
+/// the requests a full socket did not take, reads every datagram waiting and keeps only the
+/// newest tick per subscription (the ticks it replaced are added to `skipped`), and turns
+/// display events and errors into ``ClientEvent``s. Nothing blocks but
+/// ``dispatch(timeoutMs:)``, and only for as long as it is asked to.
+///
+/// One fd for the app's loop: ``fileDescriptor`` is an epoll set holding the socket (which
+/// changes across reconnects) and a timerfd for retries, the handshake deadline and the idle
+/// close. It is readable exactly when ``dispatch(timeoutMs:)`` has work to do.
+///
+/// Not thread-safe: one thread at a time (DisplayLink guards it with a lock). Ownership: the
+/// client owns the epoll fd, the timerfd and the socket, and closes them in `deinit`.
+public final class VsyncClient {
+    public static let defaultSocketPath = "/run/vsyncd/vsyncd.sock"
+
+    /// Opens the connection: the socket fd, or -errno. Tests hand in one end of a socketpair.
+    public struct Connector: Sendable {
+        public let open: @Sendable (String) -> Int32
+        public init(_ open: @escaping @Sendable (String) -> Int32) { self.open = open }
+        public static let unixSocket = Connector { path in vsync_sys_connect_unix(path) }
+    }
+
+    public struct Configuration: Sendable {
+        public var socketPath: String
+        /// For the daemon's log (HELLO's client name).
+        public var clientName: String
+        /// Reconnect backoff: first retry after 50 ms, doubling to 500 ms, so a restarted daemon
+        /// is found again well within a second.
+        public var initialBackoffNs: UInt64 = 50_000_000
+        public var maximumBackoffNs: UInt64 = 500_000_000
+        /// A daemon that accepts but never answers HELLO is given up on after this long.
+        public var handshakeTimeoutNs: UInt64 = 2_000_000_000
+        /// With no subscriptions left the socket stays open this long, so an app that ends a
+        /// link and makes a new one does not pay for a new handshake.
+        public var idleCloseNs: UInt64 = 1_000_000_000
+        public var connector: Connector = .unixSocket
+
+        public init(socketPath: String, clientName: String) {
+            self.socketPath = socketPath
+            self.clientName = clientName
+        }
+    }
+
+    /// `explicit`, else `$VSYNCD_SOCKET`, else ``defaultSocketPath``.
+    public static func resolvedSocketPath(_ explicit: String?) -> String {
+        if let explicit, !explicit.isEmpty { return explicit }
+        if let env = vsync_sys_getenv("VSYNCD_SOCKET") {
+            let value = String(cString: env)
+            if !value.isEmpty { return value }
+        }
+        return defaultSocketPath
+    }
+
+    public let configuration: Configuration
+    var socketPath: String { configuration.socketPath }
+
+    // The fds this client owns.
+    let epollFD: Int32
+    let timerFD: Int32
+    var socketFD: Int32 = -1
+
+    /// Handshake done on the current socket.
+    var ready = false
+    var welcomeMessage: Welcome?
+    var handshakeDeadline: UInt64 = 0
+    var backoff: UInt64
+    /// When to try connecting again while there is no socket (0: at once).
+    var retryAt: UInt64 = 0
+    /// When the last subscription went, while the socket is still open.
+    var idleSince: UInt64?
+    /// EPOLLOUT is asked for: the outbox holds what a full socket did not take.
+    var wantWrite = false
+    /// The deadline the timerfd is armed for (0: disarmed), so the steady state re-arms nothing.
+    var armedDeadline: UInt64 = 0
+
+    var subscriptions: [UInt32: SubscriptionInfo] = [:]
+    /// Errors already reported per subscription since the last handshake, so a retry loop
+    /// reports each failure once. Key 0: the client's own (no subscription).
+    var reportedErrors: [UInt32: ClientError] = [:]
+    var nextID: UInt32 = 1
+    /// Requests waiting to be sent, in order; only filled while the handshake is done.
+    var outbox: [ClientMessage] = []
+    /// The most recent error, for libvsync's `vsync_client_last_error`.
+    public internal(set) var lastError: ClientError?
+
+    // Events for the caller, consumed with nextEvent().
+    var events: [ClientEvent] = []
+    var eventCursor = 0
+
+    // Storage reused on every read, so a tick allocates nothing.
+    static let batch = 8
+    var buffers = [UInt8](repeating: 0, count: VsyncClient.batch * WireProtocol.maxMessageSize)
+    var lengths = [Int32](repeating: 0, count: VsyncClient.batch)
+    var pendingTicks: [(tick: Tick, replaced: UInt32, received: UInt64)] = []
+
+    /// Creates the client; it connects when the first subscription is made, or on ``connect(timeoutNs:)``.
+    public init(_ configuration: Configuration) throws(ClientError) {
+        self.configuration = configuration
+        backoff = configuration.initialBackoffNs
+        let ep = vsync_sys_epoll_create()
+        guard ep >= 0 else {
+            throw .connectionFailed(socketPath: configuration.socketPath, errno: vsync_sys_errno())
+        }
+        let timer = vsync_sys_timerfd_create()
+        guard timer >= 0 else {
+            let err = vsync_sys_errno()
+            _ = vsync_sys_close(ep)
+            throw .connectionFailed(socketPath: configuration.socketPath, errno: err)
+        }
+        let rc = vsync_sys_epoll_ctl(ep, EPOLL_CTL_ADD, timer, EPOLLIN.rawValue)
+        guard rc == 0 else {
+            _ = vsync_sys_close(timer)
+            _ = vsync_sys_close(ep)
+            throw .connectionFailed(socketPath: configuration.socketPath, errno: -rc)
+        }
+        epollFD = ep
+        timerFD = timer
+        pendingTicks.reserveCapacity(4)
+        events.reserveCapacity(8)
+    }
+
+    deinit {
+        if socketFD >= 0 { _ = vsync_sys_close(socketFD) }
+        _ = vsync_sys_close(timerFD)
+        _ = vsync_sys_close(epollFD)
+    }
+
+    // MARK: The app's loop
+
+    /// The fd to poll for reading (poll, epoll, GLib, libuv, a game loop). Stays the same for
+    /// the client's life, across reconnects.
+    public var fileDescriptor: Int32 { epollFD }
+
+    /// True while connected and handshaken.
+    public var isConnected: Bool { ready }
+
+    /// The daemon's WELCOME on the current connection.
+    public var welcome: Welcome? { ready ? welcomeMessage : nil }
+
+    /// Waits up to `timeoutMs` (0: not at all, -1: forever) for the socket or a deadline, then
+    /// does everything pending: connects or reconnects, reads every datagram waiting, sends
+    /// queued requests. Returns how many frames it added to the events; take them, with the
+    /// other events, from ``nextEvent()``.
+    @discardableResult
+    public func dispatch(timeoutMs: Int32) -> Int {
+        if timeoutMs != 0 {
+            _ = vsync_sys_epoll_wait(epollFD, timeoutMs)
+        }
+        return process(now: vsync_sys_now_ns())
+    }
+
+    /// The next event from the last dispatches, oldest first; nil when all were taken.
+    public func nextEvent() -> ClientEvent? {
+        guard eventCursor < events.count else {
+            if !events.isEmpty {
+                events.removeAll(keepingCapacity: true)
+                eventCursor = 0
+            }
+            return nil
+        }
+        let event = events[eventCursor]
+        eventCursor += 1
+        return event
+    }
+
+    /// Connects now if there is no connection and waits for the handshake, up to `timeoutNs`.
+    /// Nil once handshaken; else why not (the client keeps retrying from ``dispatch(timeoutMs:)``
+    /// while it has subscriptions). Events met meanwhile stay queued.
+    public func connect(timeoutNs: UInt64) -> ClientError? {
+        let deadline = vsync_sys_now_ns() &+ timeoutNs
+        if socketFD < 0 {
+            retryAt = 0
+            openSocket(now: vsync_sys_now_ns())
+            if socketFD < 0 { return lastError }
+        }
+        while !ready {
+            let now = vsync_sys_now_ns()
+            guard socketFD >= 0 else { return lastError }
+            guard now < deadline else { return nil == lastError ? .connectionFailed(socketPath: socketPath, errno: ETIMEDOUT) : lastError }
+            let ms = Int32(min((deadline - now + 999_999) / 1_000_000, 60_000))
+            _ = vsync_sys_epoll_wait(epollFD, ms)
+            process(now: vsync_sys_now_ns())
+            if case .refused? = lastError, socketFD < 0 { return lastError }
+        }
+        return nil
+    }
+
+    // MARK: Subscriptions
+
+    /// Subscribes to `selector` at a rate from `range` and returns the subscription's id. It
+    /// is sent now when connected, else after the handshake; every reconnect renews it.
+    public func subscribe(
+        _ selector: DisplaySelector, range: FrameRateRange, paused: Bool = false, flags: SubscribeFlags = []
+    ) -> UInt32 {
+        var id = nextID
+        while id == 0 || subscriptions[id] != nil { id = id == UInt32.max ? 1 : id + 1 }
+        nextID = id == UInt32.max ? 1 : id + 1
+        let info = SubscriptionInfo(selector: selector, range: range, flags: flags.subtracting(.startPaused),
+                                    paused: paused, active: true, display: nil, divisor: 0, displayIntervalNs: 0)
+        subscriptions[id] = info
+        idleSince = nil
+        if ready {
+            send(subscribeMessage(id, info))
+        } else if socketFD < 0 && retryAt == 0 {
+            openSocket(now: vsync_sys_now_ns())
+        }
+        updateTimer(now: vsync_sys_now_ns())
+        return id
+    }
+
+    /// A new frame-rate range; the daemon answers with a SUBSCRIBED carrying the new divisor.
+    public func setRange(_ id: UInt32, _ range: FrameRateRange) {
+        guard var info = subscriptions[id] else { return }
+        info.range = range
+        subscriptions[id] = info
+        if ready && info.active { send(.setRate(SetRate(subscriptionID: id, range: range))) }
+    }
+
+    /// Pauses or resumes; paused, the daemon sends nothing, and ticks already on the way are dropped.
+    public func setPaused(_ id: UInt32, _ paused: Bool) {
+        guard var info = subscriptions[id], info.paused != paused else { return }
+        info.paused = paused
+        subscriptions[id] = info
+        if ready && info.active { send(paused ? .pause(subscriptionID: id) : .resume(subscriptionID: id)) }
+    }
+
+    /// Ends the subscription. Its frames and events still queued are dropped.
+    public func unsubscribe(_ id: UInt32) {
+        guard subscriptions.removeValue(forKey: id) != nil else { return }
+        reportedErrors[id] = nil
+        if ready { send(.unsubscribe(subscriptionID: id)) }
+        let now = vsync_sys_now_ns()
+        if subscriptions.isEmpty && socketFD >= 0 { idleSince = now }
+        updateTimer(now: now)
+    }
+
+    /// The subscription as last heard of; nil if `id` is not live.
+    public func subscription(_ id: UInt32) -> SubscriptionInfo? { subscriptions[id] }
+
+    /// The live subscriptions' ids, in order.
+    public var subscriptionIDs: [UInt32] { subscriptions.keys.sorted() }
+
+    func subscribeMessage(_ id: UInt32, _ info: SubscriptionInfo) -> ClientMessage {
+        .subscribe(Subscribe(subscriptionID: id, selector: info.selector, range: info.range,
+                             flags: info.paused ? info.flags.union(.startPaused) : info.flags))
+    }
+}
