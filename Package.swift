@@ -8,11 +8,10 @@ import PackageDescription
 //   VsyncDaemon  vsyncd's server: event loop, clients, broadcast, systemd glue.
 //   CVsyncSys    the libc calls of the client core, for its normal and its Embedded build.
 //   VsyncClientCore  the thread-free client core (one socket, one fd, dispatch): DisplayLink and libvsync.
-//   DisplayLink  the client library apps link: depends on VsyncCore and Foundation only.
+//   DisplayLink  the client library Swift apps link: VsyncClientCore under CADisplayLink's API (Foundation).
 //   VsyncProbe   vsync-probe's commands.
 let package = Package(
     name: "vsyncd",
-    platforms: [.macOS(.v13)],
     products: [
         .library(name: "DisplayLink", targets: ["DisplayLink"]),
         // The same library as a .so, for apps built outside SwiftPM (Scripts/install.sh).
@@ -50,7 +49,7 @@ let package = Package(
         // Swift build has no Glibc module.
         .systemLibrary(name: "CVsyncSys"),
         .target(name: "VsyncClientCore", dependencies: ["VsyncCore", "CVsyncSys"]),
-        .target(name: "DisplayLink", dependencies: ["VsyncCore"]),
+        .target(name: "DisplayLink", dependencies: ["VsyncCore", "VsyncClientCore"]),
         .target(
             name: "VsyncProbe",
             dependencies: [

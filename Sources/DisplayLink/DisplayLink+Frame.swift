@@ -1,3 +1,4 @@
+import VsyncClientCore
 import VsyncCore
 
 extension DisplayLink {
@@ -37,12 +38,11 @@ extension DisplayLink {
             self.receivedNanoseconds = receivedNanoseconds
         }
 
-        init(_ tick: Tick, extraSkipped: Int, receivedNanoseconds: UInt64) {
+        init(_ frame: ClientFrame) {
             self.init(
-                timestampNanoseconds: tick.timestampNs, targetTimestampNanoseconds: tick.targetTimestampNs,
-                durationNanoseconds: tick.displayIntervalNs, sequence: tick.sequence,
-                skipped: Int(tick.skipped) + extraSkipped, flags: tick.flags,
-                receivedNanoseconds: receivedNanoseconds)
+                timestampNanoseconds: frame.timestampNs, targetTimestampNanoseconds: frame.targetTimestampNs,
+                durationNanoseconds: frame.displayIntervalNs, sequence: frame.sequence,
+                skipped: Int(frame.skipped), flags: frame.flags, receivedNanoseconds: frame.receivedNs)
         }
 
         /// ``timestampNanoseconds`` in seconds, like `CADisplayLink.timestamp`.

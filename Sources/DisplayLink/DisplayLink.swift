@@ -1,5 +1,7 @@
 import Dispatch
 import Foundation
+import Synchronization
+import VsyncClientCore
 import VsyncCore
 
 /// A timer bound to a display's vertical blank, like `CADisplayLink`, fed by the vsyncd daemon.
@@ -10,8 +12,9 @@ import VsyncCore
 /// ``timestamp`` is that vblank, ``targetTimestamp`` the next one at the link's rate (the deadline
 /// for the frame being prepared), ``duration`` the display's frame interval.
 ///
-/// A slow callback skips frames rather than queueing them: at most one delivery is pending per
-/// context, and it always carries the newest tick (``skippedFrames`` says how many were skipped).
+/// A slow callback skips frames rather than queueing them: every context (run loop, queue,
+/// reader thread, stream) has one mailbox holding at most one frame, always the newest tick,
+/// whose ``skippedFrames`` counts the ones it replaced.
 ///
 /// ## No retain cycle
 /// `CADisplayLink` retains its target, and the run loop retains the link, so a view controller
@@ -37,23 +40,25 @@ public final class DisplayLink: Sendable {
     public let socketPath: String
 
     private let connection: DisplayLinkConnection
-    private let state: Locked<State>
-
-    private enum Event {
-        case error(DisplayLinkError)
-        case change(DisplayChange)
-    }
+    private let state: Mutex<State>
 
     /// One run loop the link is scheduled on: one timer in every mode it was added for. The
     /// timer's fire date is set to "now" when a tick arrives, which wakes the run loop only when
     /// it runs one of those modes, and fires at most once however many ticks came meanwhile.
-    private struct RunLoopTarget {
+    ///
+    /// `@unchecked Sendable` (so the link's state can live in a `Mutex`): the run loop and timer
+    /// are only added to and removed from under the link's lock, and a timer's fire date may be
+    /// set from any thread.
+    private struct RunLoopTarget: @unchecked Sendable {
         let runLoop: RunLoop
         var modes: Set<RunLoop.Mode>
         var timer: Timer
-        var pending: Frame?
-        var events: [Event] = []
-        var poked = false
+        var mailbox = Mailbox()
+    }
+
+    /// A stream's mailbox, held weakly: the stream's iterator owns it.
+    private struct StreamRef {
+        weak var stream: FrameStream?
     }
 
     private struct State {
@@ -62,6 +67,7 @@ public final class DisplayLink: Sendable {
         var displayChangeHandler: (@Sendable (DisplayChange) -> Void)?
         var valid = true
         var subscriptionID: UInt32?
+        // The link's settings; the connection's core holds the wire copy it renews on reconnect.
         var range = FrameRateRange.default
         var preferredFramesPerSecond = 0
         var paused = false
@@ -70,14 +76,14 @@ public final class DisplayLink: Sendable {
         var refreshMillihertz: UInt64 = 0
         var displayIntervalNs: UInt64 = 0
         var syntheticDisplay = false
+        // The delivery contexts, each with its mailbox.
         var runLoops: [RunLoopTarget] = []
         var queue: DispatchQueue?
-        var queuePending: Frame?
-        var queueEvents: [Event] = []
-        var queuePoked = false
+        var queueMailbox = Mailbox()
         /// Started with ``start()``: the handler runs on the connection's reader thread.
         var direct = false
-        var streams: [Int: AsyncStream<Frame>.Continuation] = [:]
+        var directMailbox = Mailbox()
+        var streams: [Int: StreamRef] = [:]
         var nextStreamID = 0
         /// What the connection was last told by ``reportDelivery(_:)``.
         var reportedInlineQueue: DispatchQueue?
@@ -108,7 +114,7 @@ public final class DisplayLink: Sendable {
         self.display = display
         self.socketPath = DisplayLinkConnection.resolvedPath(socketPath)
         self.connection = DisplayLinkConnection.shared(socketPath: self.socketPath)
-        self.state = Locked(State(handler: handler))
+        self.state = Mutex(State(handler: handler))
     }
 
     /// Creates a link that calls `handler(target, link)` once per frame, holding `target` weakly.
@@ -138,6 +144,13 @@ public final class DisplayLink: Sendable {
     /// The current CLOCK_MONOTONIC time in nanoseconds.
     public static func currentTimeNanoseconds() -> UInt64 { MonotonicClock.nanoseconds() }
 
+    /// Every access to the link's state. Lock order: this lock, then the connection's, never
+    /// the reverse (see ``DisplayLinkConnection``).
+    private func withState<R>(_ body: (inout State) -> R) -> R {
+        assert(!connection.isCoreLockedByCurrentThread, "lock order: a link's lock is taken before the connection's, never inside it")
+        return state.withLock { body(&$0) }
+    }
+
     // MARK: Scheduling
 
     /// Fires the link on `runLoop` while it runs `mode`.
@@ -146,7 +159,7 @@ public final class DisplayLink: Sendable {
     /// tracking mode, say); one added for `.common` fires in every mode the run loop counts as
     /// common. A link may be added for several modes. Adding an invalidated link does nothing.
     public func add(to runLoop: RunLoop, forMode mode: RunLoop.Mode) {
-        state.withLock { s in
+        withState { s in
             guard s.valid else { return }
             if let i = s.runLoops.firstIndex(where: { $0.runLoop === runLoop }) {
                 guard !s.runLoops[i].modes.contains(mode) else { return }
@@ -164,7 +177,7 @@ public final class DisplayLink: Sendable {
     /// Stops firing the link on `runLoop` in `mode`. Removed from its last mode, queue and
     /// stream, the link unsubscribes and the library stops keeping it alive.
     public func remove(from runLoop: RunLoop, forMode mode: RunLoop.Mode) {
-        let (old, new) = state.withLock { s -> (Timer?, Timer?) in
+        let (old, new) = withState { s -> (Timer?, Timer?) in
             guard let i = s.runLoops.firstIndex(where: { $0.runLoop === runLoop }),
                   s.runLoops[i].modes.contains(mode) else { return (nil, nil) }
             let old = s.runLoops[i].timer
@@ -178,8 +191,7 @@ public final class DisplayLink: Sendable {
             let timer = makeTimer(for: runLoop)
             s.runLoops[i].timer = timer
             for m in s.runLoops[i].modes { runLoop.add(timer, forMode: m) }
-            s.runLoops[i].poked = s.runLoops[i].pending != nil || !s.runLoops[i].events.isEmpty
-            return (old, s.runLoops[i].poked ? timer : nil)
+            return (old, s.runLoops[i].mailbox.repoke() ? timer : nil)
         }
         old?.invalidate()
         new?.fireDate = Date()
@@ -200,10 +212,11 @@ public final class DisplayLink: Sendable {
     /// Links on several queues, run loops or streams are posted to with `async` from the start,
     /// so no queue's backlog can hold up another's links.
     public func start(on queue: DispatchQueue) {
-        state.withLock { s in
+        withState { s in
             guard s.valid else { return }
             s.queue = queue
             s.direct = false
+            s.directMailbox = Mailbox()
             subscribeIfNeeded(&s)
         }
     }
@@ -225,10 +238,10 @@ public final class DisplayLink: Sendable {
     ///
     /// Calling ``start(on:)`` moves the link to a queue; ``stop()`` stops it.
     public func start() {
-        state.withLock { s in
+        withState { s in
             guard s.valid else { return }
             s.queue = nil
-            s.queuePending = nil
+            s.queueMailbox.dropFrame()
             s.direct = true
             subscribeIfNeeded(&s)
         }
@@ -236,44 +249,40 @@ public final class DisplayLink: Sendable {
 
     /// Stops firing the link on its dispatch queue or reader thread (``start(on:)``, ``start()``).
     public func stop() {
-        state.withLock { s in
+        withState { s in
             s.queue = nil
-            s.queuePending = nil
+            s.queueMailbox.dropFrame()
             s.direct = false
+            s.directMailbox = Mailbox()
             unsubscribeIfUnused(&s)
         }
     }
 
-    /// The link's frames as an async sequence. Each access makes a new stream that buffers only
-    /// the newest frame, so a slow consumer skips frames instead of falling behind (a frame the
-    /// buffer dropped shows as a gap in ``Frame/sequence``). Streams end on ``invalidate()``.
-    /// Making a stream subscribes the link, like scheduling it; the link's handler is not
-    /// called for stream frames. Ending the iteration removes the stream.
+    /// The link's frames as an async sequence. Each access makes a new stream with a mailbox
+    /// that keeps only the newest frame, so a slow consumer skips frames instead of falling
+    /// behind; ``Frame/skipped`` counts the ones it skipped, as for callbacks. Streams end on
+    /// ``invalidate()``. Making a stream subscribes the link, like scheduling it; the link's
+    /// handler is not called for stream frames. Ending the iteration removes the stream.
     public var frames: AsyncStream<Frame> {
-        let (stream, continuation) = AsyncStream.makeStream(of: Frame.self, bufferingPolicy: .bufferingNewest(1))
-        let id = state.withLock { s -> Int? in
-            guard s.valid else { return nil }
+        let id = withState { s -> Int in
             let id = s.nextStreamID
             s.nextStreamID += 1
             return id
         }
-        guard let id else {
-            continuation.finish()
-            return stream
-        }
-        continuation.onTermination = { [weak self] _ in self?.removeStream(id) }
-        state.withLock { s in
-            guard s.valid else { return }
-            s.streams[id] = continuation
+        let stream = FrameStream { [weak self] in self?.removeStream(id) }
+        let added = withState { s -> Bool in
+            guard s.valid else { return false }
+            s.streams[id] = StreamRef(stream: stream)
             subscribeIfNeeded(&s)
+            return true
         }
-        if !isValid { continuation.finish() }
-        return stream
+        if !added { stream.finish() }
+        return AsyncStream(unfolding: { await stream.next() }, onCancel: { stream.finish() })
     }
 
     private func removeStream(_ id: Int) {
-        state.withLock { s in
-            s.streams[id] = nil
+        withState { s in
+            guard s.streams.removeValue(forKey: id) != nil else { return }
             unsubscribeIfUnused(&s)
         }
     }
@@ -281,18 +290,19 @@ public final class DisplayLink: Sendable {
     /// Stops the link for good: unsubscribes, removes it from every run loop mode and queue,
     /// ends its streams and releases the handlers. Thread-safe and idempotent.
     public func invalidate() {
-        let (timers, streams, id) = state.withLock { s -> ([Timer], [AsyncStream<Frame>.Continuation], UInt32?) in
+        let (timers, streams, id) = withState { s -> ([Timer], [FrameStream], UInt32?) in
             guard s.valid else { return ([], [], nil) }
             s.valid = false
             s.handler = nil
             s.errorHandler = nil
             s.displayChangeHandler = nil
             let timers = s.runLoops.map(\.timer)
-            let streams = Array(s.streams.values)
+            let streams = s.streams.values.compactMap(\.stream)
             s.runLoops = []
             s.queue = nil
-            s.queuePending = nil
+            s.queueMailbox = Mailbox()
             s.direct = false
+            s.directMailbox = Mailbox()
             s.streams = [:]
             let id = s.subscriptionID
             s.subscriptionID = nil
@@ -305,40 +315,40 @@ public final class DisplayLink: Sendable {
     }
 
     /// False once ``invalidate()`` was called (or the target of a target-form link went away).
-    public var isValid: Bool { state.withLock { $0.valid } }
+    public var isValid: Bool { withState { $0.valid } }
 
     // MARK: Properties
 
     /// The whole frame of the current (or last) callback, read at once; nil before the first.
-    public var currentFrame: Frame? { state.withLock { $0.current } }
+    public var currentFrame: Frame? { withState { $0.current } }
 
     /// The vblank of the current callback, in seconds of CLOCK_MONOTONIC; 0 before the first.
     public var timestamp: Double { MonotonicClock.seconds(timestampNanoseconds) }
     /// ``timestamp`` in nanoseconds.
-    public var timestampNanoseconds: UInt64 { state.withLock { $0.current?.timestampNanoseconds ?? 0 } }
+    public var timestampNanoseconds: UInt64 { withState { $0.current?.timestampNanoseconds ?? 0 } }
     /// The predicted next vblank at this link's rate: the deadline for the frame being prepared.
     /// `targetTimestamp - timestamp` is the real frame time; 0 before the first callback.
     public var targetTimestamp: Double { MonotonicClock.seconds(targetTimestampNanoseconds) }
     /// ``targetTimestamp`` in nanoseconds.
-    public var targetTimestampNanoseconds: UInt64 { state.withLock { $0.current?.targetTimestampNanoseconds ?? 0 } }
+    public var targetTimestampNanoseconds: UInt64 { withState { $0.current?.targetTimestampNanoseconds ?? 0 } }
     /// The display's frame interval at its maximum rate, in seconds. Follows mode changes.
     public var duration: Double { MonotonicClock.seconds(durationNanoseconds) }
     /// ``duration`` in nanoseconds; 0 until the daemon has answered.
-    public var durationNanoseconds: UInt64 { state.withLock { $0.displayIntervalNs } }
+    public var durationNanoseconds: UInt64 { withState { $0.displayIntervalNs } }
     /// The vblank sequence number of the current callback's frame.
-    public var sequence: UInt64 { state.withLock { $0.current?.sequence ?? 0 } }
+    public var sequence: UInt64 { withState { $0.current?.sequence ?? 0 } }
     /// Frames at this link's rate skipped just before the current one (slow callback, busy
     /// thread or a full socket).
-    public var skippedFrames: Int { state.withLock { $0.current?.skipped ?? 0 } }
+    public var skippedFrames: Int { withState { $0.current?.skipped ?? 0 } }
     /// True when the ticks come from vsyncd's timer source rather than a real display.
     public var isSynthetic: Bool {
-        state.withLock { $0.syntheticDisplay || ($0.current?.flags.contains(.synthetic) ?? false) }
+        withState { $0.syntheticDisplay || ($0.current?.flags.contains(.synthetic) ?? false) }
     }
 
     /// The display's refresh rate rounded to whole frames per second, as `UIScreen` reports it
     /// (59.94 Hz gives 60); 0 until the daemon has answered.
     public var maximumFramesPerSecond: Int {
-        state.withLock { s in
+        withState { s in
             if s.refreshMillihertz > 0 { return Int((Double(s.refreshMillihertz) / 1000).rounded()) }
             if s.displayIntervalNs > 0 { return Int((1e9 / Double(s.displayIntervalNs)).rounded()) }
             return 0
@@ -347,14 +357,15 @@ public final class DisplayLink: Sendable {
 
     /// Stops (true) or restarts (false) the callbacks. Paused, the daemon sends nothing.
     public var isPaused: Bool {
-        get { state.withLock { $0.paused } }
+        get { withState { $0.paused } }
         set {
-            state.withLock { s in
+            withState { s in
                 guard s.paused != newValue else { return }
                 s.paused = newValue
                 if newValue {
-                    s.queuePending = nil
-                    for i in s.runLoops.indices { s.runLoops[i].pending = nil }
+                    s.queueMailbox.dropFrame()
+                    s.directMailbox.dropFrame()
+                    for i in s.runLoops.indices { s.runLoops[i].mailbox.dropFrame() }
                 }
                 if let id = s.subscriptionID { connection.setPaused(id, newValue) }
             }
@@ -364,7 +375,7 @@ public final class DisplayLink: Sendable {
     /// The rate the link would like, in frames per second; 0 (the default) means the display's
     /// maximum. The delivered rate is a whole divisor of the refresh: at 60 Hz, 60, 30, 20, 15 …
     public var preferredFramesPerSecond: Int {
-        get { state.withLock { $0.preferredFramesPerSecond } }
+        get { withState { $0.preferredFramesPerSecond } }
         set {
             let fps = max(0, newValue)
             setRange(FrameRateRange(preferredFramesPerSecond: fps), fps: fps)
@@ -374,12 +385,12 @@ public final class DisplayLink: Sendable {
     /// The rates the link accepts; the daemon picks the divisor of the refresh inside the range
     /// nearest to `preferred`. `.default` means the display's maximum.
     public var preferredFrameRateRange: FrameRateRange {
-        get { state.withLock { $0.range } }
+        get { withState { $0.range } }
         set { setRange(newValue, fps: Int(newValue.preferred.rounded())) }
     }
 
     private func setRange(_ range: FrameRateRange, fps: Int) {
-        state.withLock { s in
+        withState { s in
             s.range = range
             s.preferredFramesPerSecond = fps
             if let id = s.subscriptionID { connection.setRange(id, range) }
@@ -390,14 +401,14 @@ public final class DisplayLink: Sendable {
     /// loop, else its queue, else a global queue. The link keeps retrying connection errors
     /// by itself; after `.displayGone` it stays silent until that display is added again.
     public var errorHandler: (@Sendable (DisplayLinkError) -> Void)? {
-        get { state.withLock { $0.errorHandler } }
-        set { state.withLock { $0.errorHandler = newValue } }
+        get { withState { $0.errorHandler } }
+        set { withState { $0.errorHandler = newValue } }
     }
 
     /// Called on the link's context when its display changes mode, turns off or on.
     public var displayChangeHandler: (@Sendable (DisplayChange) -> Void)? {
-        get { state.withLock { $0.displayChangeHandler } }
-        set { state.withLock { $0.displayChangeHandler = newValue } }
+        get { withState { $0.displayChangeHandler } }
+        set { withState { $0.displayChangeHandler = newValue } }
     }
 
     // MARK: Subscription (called with the state locked)
@@ -439,42 +450,49 @@ public final class DisplayLink: Sendable {
 
     /// Runs on the run loop, in one of the link's modes.
     private func fire(on key: ObjectIdentifier) {
-        let work = state.withLock { s -> (Frame?, [Event], (@Sendable (DisplayLink) -> Void)?)? in
+        let work = withState { s -> (Frame?, [Mailbox.Event], (@Sendable (DisplayLink) -> Void)?)? in
             guard s.valid, let i = s.runLoops.firstIndex(where: { ObjectIdentifier($0.runLoop) == key }) else { return nil }
-            s.runLoops[i].poked = false
-            let frame = s.runLoops[i].pending
-            let events = s.runLoops[i].events
-            s.runLoops[i].pending = nil
-            s.runLoops[i].events = []
+            let (frame, events) = s.runLoops[i].mailbox.take()
             if let frame { s.current = frame }
             return (frame, events, s.handler)
         }
-        guard let (frame, events, handler) = work else { return }
-        dispatch(events)
-        if frame != nil { handler?(self) }
+        run(work)
     }
 
-    /// Runs on the link's dispatch queue: queued by ``perform(_:frame:)``, or called by the
-    /// reader thread inside `queue.sync` after an ``Delivery/inline`` delivery.
+    /// Runs on the link's dispatch queue: queued with `async`, or called by the reader thread
+    /// inside `queue.sync` after an ``Handoff/inline`` handoff.
     func fireQueue() {
-        let work = state.withLock { s -> (Frame?, [Event], (@Sendable (DisplayLink) -> Void)?)? in
+        let work = withState { s -> (Frame?, [Mailbox.Event], (@Sendable (DisplayLink) -> Void)?)? in
             guard s.valid else { return nil }
-            s.queuePoked = false
-            let frame = s.queuePending
-            let events = s.queueEvents
-            s.queuePending = nil
-            s.queueEvents = []
+            let (frame, events) = s.queueMailbox.take()
             if let frame { s.current = frame }
             return (frame, events, s.handler)
         }
+        run(work)
+    }
+
+    /// Runs the handler of a ``start()``ed link on the reader thread, after every link of the
+    /// read has been handed its frame.
+    func runDirectHandler() {
+        let work = withState { s -> (Frame?, [Mailbox.Event], (@Sendable (DisplayLink) -> Void)?)? in
+            guard s.valid, s.direct else { return nil }
+            let (frame, events) = s.directMailbox.take()
+            if let frame { s.current = frame }
+            return (frame, events, s.handler)
+        }
+        run(work)
+    }
+
+    /// Calls the handlers for what a context's mailbox held, outside the lock.
+    private func run(_ work: (Frame?, [Mailbox.Event], (@Sendable (DisplayLink) -> Void)?)?) {
         guard let (frame, events, handler) = work else { return }
         dispatch(events)
         if frame != nil { handler?(self) }
     }
 
-    private func dispatch(_ events: [Event]) {
+    private func dispatch(_ events: [Mailbox.Event]) {
         guard !events.isEmpty else { return }
-        let (onError, onChange) = state.withLock { ($0.errorHandler, $0.displayChangeHandler) }
+        let (onError, onChange) = withState { ($0.errorHandler, $0.displayChangeHandler) }
         for event in events {
             switch event {
             case .error(let error): onError?(error)
@@ -483,11 +501,11 @@ public final class DisplayLink: Sendable {
         }
     }
 
-    /// What the reader thread must do after updating the state: wake timers, queue a callback.
+    /// The wake-ups a mailbox put asks for, made after the lock is released.
     private struct Wakeups {
         var timers: [Timer] = []
         var queue: DispatchQueue?
-        var streams: [AsyncStream<Frame>.Continuation] = []
+        var streams: [FrameStream] = []
         var global = false
     }
 
@@ -497,72 +515,50 @@ public final class DisplayLink: Sendable {
             for timer in w.timers { timer.fireDate = now }
         }
         if let queue = w.queue { queue.async { self.fireQueue() } }
-        if let frame { for stream in w.streams { stream.yield(frame) } }
+        if let frame { for stream in w.streams { stream.put(frame) } }
         if w.global { DispatchQueue.global().async { self.fireQueue() } }
     }
 
     /// What the reader thread must still do for a link after ``connectionDidDeliver(_:inlineOn:)``.
-    enum Delivery {
-        /// Nothing: the frame was queued, posted or dropped.
+    enum Handoff {
+        /// Nothing: the frame was posted to its contexts, or dropped.
         case none
-        /// Call ``runDirectHandler(_:)``: the link was ``start()``ed.
+        /// Call ``runDirectHandler()``: the link was ``start()``ed.
         case direct
         /// Call ``fireQueue()``: the reader thread is inside `sync` on the link's queue.
         case inline
     }
 
-    /// A tick from the reader thread: the newest for this link in its drain. `inlineQueue` is
+    /// A frame from the reader thread: the newest for this link in its read. `inlineQueue` is
     /// the queue the reader thread is running on inside `sync`, if any.
-    func connectionDidDeliver(_ frame: Frame, inlineOn inlineQueue: DispatchQueue?) -> Delivery {
-        var delivery = Delivery.none
-        let wakeups = state.withLock { s -> Wakeups? in
+    func connectionDidDeliver(_ frame: Frame, inlineOn inlineQueue: DispatchQueue?) -> Handoff {
+        var handoff = Handoff.none
+        let wakeups = withState { s -> Wakeups? in
             guard s.valid, !s.paused else { return nil }
-            if s.direct { delivery = .direct }
             s.displayIntervalNs = frame.durationNanoseconds
             var w = Wakeups()
-            for i in s.runLoops.indices {
-                var merged = frame
-                if let older = s.runLoops[i].pending { merged.skipped += older.skipped + 1 }
-                s.runLoops[i].pending = merged
-                if !s.runLoops[i].poked {
-                    s.runLoops[i].poked = true
-                    w.timers.append(s.runLoops[i].timer)
-                }
+            if s.direct {
+                _ = s.directMailbox.put(frame)
+                handoff = .direct
             }
-            if let queue = s.queue {
-                var merged = frame
-                if let older = s.queuePending { merged.skipped += older.skipped + 1 }
-                s.queuePending = merged
-                if queue === inlineQueue {
-                    delivery = .inline
-                } else if !s.queuePoked {
-                    s.queuePoked = true
-                    w.queue = queue
-                }
+            for i in s.runLoops.indices where s.runLoops[i].mailbox.put(frame) {
+                w.timers.append(s.runLoops[i].timer)
+            }
+            if let queue = s.queue, s.queueMailbox.put(frame) || queue === inlineQueue {
+                if queue === inlineQueue { handoff = .inline } else { w.queue = queue }
             }
             if !s.streams.isEmpty {
-                w.streams = Array(s.streams.values)
+                w.streams = s.streams.values.compactMap(\.stream)
                 if s.runLoops.isEmpty && s.queue == nil && !s.direct { s.current = frame }
             }
             return w
         }
         if let wakeups { perform(wakeups, frame: frame) }
-        return delivery
-    }
-
-    /// Runs the handler of a ``start()``ed link on the reader thread, after every link of the
-    /// drain has been handed its frame.
-    func runDirectHandler(_ frame: Frame) {
-        let handler = state.withLock { s -> (@Sendable (DisplayLink) -> Void)? in
-            guard s.valid, s.direct, !s.paused else { return nil }
-            s.current = frame
-            return s.handler
-        }
-        handler?(self)
+        return handoff
     }
 
     func connectionDidSubscribe(_ answer: Subscribed) {
-        state.withLock { s in
+        withState { s in
             s.refreshMillihertz = answer.display.refreshMillihertz
             s.displayIntervalNs = answer.displayIntervalNs
             s.syntheticDisplay = answer.display.flags.contains(.synthetic)
@@ -573,7 +569,7 @@ public final class DisplayLink: Sendable {
         let change: DisplayChange
         switch event.kind {
         case .modeChanged:
-            state.withLock { s in
+            withState { s in
                 s.refreshMillihertz = event.display.refreshMillihertz
                 if event.display.periodNs > 0 { s.displayIntervalNs = event.display.periodNs }
             }
@@ -587,10 +583,10 @@ public final class DisplayLink: Sendable {
 
     func connectionDidFail(_ error: DisplayLinkError) { post(.error(error)) }
 
-    /// Queues an error or display change on the link's context.
-    private func post(_ event: Event) {
+    /// Queues an error or display change in the mailbox of the link's first context.
+    private func post(_ event: Mailbox.Event) {
         var direct = false
-        let wakeups = state.withLock { s -> Wakeups? in
+        let wakeups = withState { s -> Wakeups? in
             guard s.valid else { return nil }
             var w = Wakeups()
             if s.direct && s.runLoops.isEmpty {
@@ -599,17 +595,9 @@ public final class DisplayLink: Sendable {
                 return nil
             }
             if !s.runLoops.isEmpty {
-                s.runLoops[0].events.append(event)
-                if !s.runLoops[0].poked {
-                    s.runLoops[0].poked = true
-                    w.timers = [s.runLoops[0].timer]
-                }
-            } else {
-                s.queueEvents.append(event)
-                if !s.queuePoked {
-                    s.queuePoked = true
-                    if let queue = s.queue { w.queue = queue } else { w.global = true }
-                }
+                if s.runLoops[0].mailbox.post(event) { w.timers = [s.runLoops[0].timer] }
+            } else if s.queueMailbox.post(event) {
+                if let queue = s.queue { w.queue = queue } else { w.global = true }
             }
             return w
         }

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 import VsyncCore
 
 /// An FPS and hitch monitor on a ``DisplayLink`` (seed 001's `FPSMonitor` with seed 002's hang
@@ -111,7 +112,7 @@ private final class Counter: Sendable {
     let work: (@Sendable (DisplayLink) -> Void)?
     let onReport: @Sendable (FrameMonitor.Report) -> Void
     let onHitch: (@Sendable (FrameMonitor.Hitch) -> Void)?
-    private let state = Locked(State())
+    private let state = Mutex(State())
 
     init(windowNs: UInt64, hitchNs: UInt64, work: (@Sendable (DisplayLink) -> Void)?,
          onReport: @escaping @Sendable (FrameMonitor.Report) -> Void, onHitch: (@Sendable (FrameMonitor.Hitch) -> Void)?) {

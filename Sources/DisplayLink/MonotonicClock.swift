@@ -1,8 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// CLOCK_MONOTONIC, the clock vsyncd's timestamps are on.
 enum MonotonicClock {

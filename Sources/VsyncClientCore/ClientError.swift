@@ -68,7 +68,7 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// What a failed connect or send means for the app.
-    static func forErrno(_ err: Int32, path: String) -> ClientError {
+    public static func forErrno(_ err: Int32, path: String) -> ClientError {
         switch err {
         case ENOENT, ECONNREFUSED, ENOTDIR: .noDaemon(socketPath: path)
         case EACCES, EPERM: .permissionDenied(socketPath: path)
