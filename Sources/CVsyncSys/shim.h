@@ -39,10 +39,22 @@ static inline int vsync_sys_connect_unix(const char *path) {
     memset(&addr, 0, sizeof addr);
     addr.sun_family = AF_UNIX;
     memcpy(addr.sun_path, path, len);
-    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0 || errno == EINPROGRESS) return fd;
+    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0 || errno == EINPROGRESS) {
+        // Connected without waiting on a full backlog; from here on the socket blocks, and every
+        // read and send but the steady state's one wait passes MSG_DONTWAIT.
+        int flags = fcntl(fd, F_GETFL);
+        if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+        return fd;
+    }
     int err = errno;
     close(fd);
     return -err;
+}
+
+/// 1 if reads on `fd` may block (no O_NONBLOCK), else 0.
+static inline int vsync_sys_is_blocking(int fd) {
+    int flags = fcntl(fd, F_GETFL);
+    return flags >= 0 && !(flags & O_NONBLOCK);
 }
 
 /// One non-blocking send of a whole datagram: its size, or -errno (EINTR retried).
@@ -54,10 +66,12 @@ static inline ssize_t vsync_sys_send(int fd, const void *bytes, size_t count) {
 }
 
 /// Reads up to `count` datagrams of at most `size` bytes each into `buffers` (count × size
-/// bytes) with one recvmmsg, without waiting. Returns how many were read (their lengths in
-/// `lengths`; a length of 0 is the peer's orderly close), or -errno (-EAGAIN: nothing waiting).
+/// bytes) with one recvmmsg. Without `wait` it does not wait: -EAGAIN when nothing is there.
+/// With `wait` (a blocking socket) it waits for the first datagram, then takes what else is
+/// there; a signal ends the wait with -EINTR. Returns how many were read (their lengths in
+/// `lengths`; a length of 0 is the peer's orderly close), or -errno.
 #define VSYNC_SYS_BATCH 16
-static inline int vsync_sys_recv_batch(int fd, unsigned char *buffers, size_t size, int count, int *lengths) {
+static inline int vsync_sys_recv_batch(int fd, unsigned char *buffers, size_t size, int count, int *lengths, int wait) {
     struct mmsghdr msgs[VSYNC_SYS_BATCH];
     struct iovec iov[VSYNC_SYS_BATCH];
     if (count > VSYNC_SYS_BATCH) count = VSYNC_SYS_BATCH;
@@ -69,8 +83,12 @@ static inline int vsync_sys_recv_batch(int fd, unsigned char *buffers, size_t si
         msgs[i].msg_hdr.msg_iovlen = 1;
     }
     int n;
-    do n = recvmmsg(fd, msgs, (unsigned)count, MSG_DONTWAIT, NULL);
-    while (n < 0 && errno == EINTR);
+    if (wait) {
+        n = recvmmsg(fd, msgs, (unsigned)count, MSG_WAITFORONE, NULL);
+    } else {
+        do n = recvmmsg(fd, msgs, (unsigned)count, MSG_DONTWAIT, NULL);
+        while (n < 0 && errno == EINTR);
+    }
     if (n < 0) return -errno;
     for (int i = 0; i < n; i++) {
         // A datagram longer than the buffer is cut (MSG_TRUNC): report its true length so the

@@ -18,13 +18,19 @@ extension VsyncClient {
             openSocket(now: now)
         }
         var frames = 0
-        if socketFD >= 0 { frames = drain(now: now) }
+        if socketFD >= 0 { frames = drain() }
+        finish(now: now)
+        return frames
+    }
+
+    /// After a read: sends what it queued (renewed subscriptions, say), checks the handshake
+    /// deadline and arms the timer for the next one.
+    func finish(now: UInt64) {
         if socketFD >= 0 && ready && !outbox.isEmpty { flush(now: now) }
         if socketFD >= 0 && !ready && now >= handshakeDeadline {
             fail(.connectionFailed(socketPath: socketPath, errno: ETIMEDOUT), now: now)
         }
         updateTimer(now: now)
-        return frames
     }
 
     /// Connects and sends HELLO; on failure reports it and schedules a retry.
@@ -37,6 +43,7 @@ extension VsyncClient {
             return
         }
         socketFD = fd
+        socketBlocks = vsync_sys_is_blocking(fd) != 0
         ready = false
         wantWrite = false
         handshakeDeadline = now &+ configuration.handshakeTimeoutNs

@@ -6,20 +6,24 @@ import CVsyncSys
 // Reading: every datagram waiting, control messages in order, then the newest tick of each
 // subscription.
 extension VsyncClient {
-    /// Reads everything waiting on the socket; returns the frames added to the events.
-    func drain(now: UInt64) -> Int {
+    /// Reads everything waiting on the socket; returns the frames added to the events. With
+    /// `waiting`, first waits in the read itself for a datagram (the steady state's one syscall).
+    func drain(waiting: Bool = false) -> Int {
         let size = WireProtocol.maxMessageSize
         var closed = false
+        var wait: Int32 = waiting ? 1 : 0
         reading: while socketFD >= 0 {
             let fd = socketFD
             let count = buffers.withUnsafeMutableBytes { raw in
                 lengths.withUnsafeMutableBufferPointer { lens in
                     vsync_sys_recv_batch(fd, raw.baseAddress!.assumingMemoryBound(to: UInt8.self), size,
-                                         Int32(Self.batch), lens.baseAddress)
+                                         Int32(Self.batch), lens.baseAddress, wait)
                 }
             }
+            wait = 0
             if count < 0 {
-                if -count != EAGAIN && -count != EWOULDBLOCK { closed = true }
+                // Nothing waiting, or a signal ended the wait: neither is the connection's fault.
+                if -count != EAGAIN && -count != EWOULDBLOCK && -count != EINTR { closed = true }
                 break
             }
             if count == 0 {
@@ -33,7 +37,7 @@ extension VsyncClient {
                     closed = true
                     break reading
                 }
-                handleDatagram(at: i * size, length: length, received: received, now: now)
+                handleDatagram(at: i * size, length: length, received: received)
                 if socketFD < 0 { break reading }
             }
             // Fewer than a full batch: the socket was empty when read, so no second call.
@@ -50,12 +54,12 @@ extension VsyncClient {
             } else {
                 report(.connectionFailed(socketPath: socketPath, errno: ECONNRESET))
             }
-            scheduleRetry(now: now)
+            scheduleRetry(now: vsync_sys_now_ns())
         }
         return frames
     }
 
-    private func handleDatagram(at offset: Int, length: Int, received: UInt64, now: UInt64) {
+    private func handleDatagram(at offset: Int, length: Int, received: UInt64) {
         let decoded = buffers.withUnsafeBytes { raw -> Result<ServerMessage?, WireError> in
             // A length past the buffer is a cut datagram: too long for the protocol.
             if length > WireProtocol.maxMessageSize { return .failure(.oversized(length)) }
@@ -76,7 +80,7 @@ extension VsyncClient {
         if case .tick(let tick) = message {
             coalesce(tick, received: received)
         } else {
-            handle(message, now: now)
+            handle(message, now: received)
         }
     }
 

@@ -66,6 +66,9 @@ public final class VsyncClient {
     let epollFD: Int32
     let timerFD: Int32
     var socketFD: Int32 = -1
+    /// The socket is in blocking mode (ours are; a test's socketpair may not be), so the steady
+    /// state can wait in the read itself.
+    var socketBlocks = false
 
     /// Handshake done on the current socket.
     var ready = false
@@ -149,12 +152,27 @@ public final class VsyncClient {
     /// does everything pending: connects or reconnects, reads every datagram waiting, sends
     /// queued requests. Returns how many frames it added to the events; take them, with the
     /// other events, from ``nextEvent()``.
+    ///
+    /// A signal ends the wait early (0 frames). In the steady state (handshaken, subscribed,
+    /// nothing queued, no deadline) a wait without limit blocks in the socket's read itself,
+    /// so a tick costs one syscall, as a plain `recv` loop does.
     @discardableResult
     public func dispatch(timeoutMs: Int32) -> Int {
+        if timeoutMs < 0 && isSteady {
+            let frames = drain(waiting: true)
+            finish(now: vsync_sys_now_ns())
+            return frames
+        }
         if timeoutMs != 0 {
             _ = vsync_sys_epoll_wait(epollFD, timeoutMs)
         }
         return process(now: vsync_sys_now_ns())
+    }
+
+    /// Only the socket can bring work: nothing to send, no retry, handshake or idle deadline,
+    /// and no events waiting to be taken.
+    var isSteady: Bool {
+        ready && socketBlocks && !wantWrite && outbox.isEmpty && armedDeadline == 0 && eventCursor >= events.count
     }
 
     /// The next event from the last dispatches, oldest first; nil when all were taken.
@@ -177,18 +195,16 @@ public final class VsyncClient {
     public func connect(timeoutNs: UInt64) -> ClientError? {
         let deadline = vsync_sys_now_ns() &+ timeoutNs
         if socketFD < 0 {
-            retryAt = 0
             openSocket(now: vsync_sys_now_ns())
-            if socketFD < 0 { return lastError }
+            updateTimer(now: vsync_sys_now_ns())
         }
         while !ready {
-            let now = vsync_sys_now_ns()
+            // A failed connect or a refusal closed the socket: lastError says why.
             guard socketFD >= 0 else { return lastError }
-            guard now < deadline else { return nil == lastError ? .connectionFailed(socketPath: socketPath, errno: ETIMEDOUT) : lastError }
-            let ms = Int32(min((deadline - now + 999_999) / 1_000_000, 60_000))
-            _ = vsync_sys_epoll_wait(epollFD, ms)
+            let now = vsync_sys_now_ns()
+            guard now < deadline else { return .connectionFailed(socketPath: socketPath, errno: ETIMEDOUT) }
+            _ = vsync_sys_epoll_wait(epollFD, Int32(min((deadline - now + 999_999) / 1_000_000, 60_000)))
             process(now: vsync_sys_now_ns())
-            if case .refused? = lastError, socketFD < 0 { return lastError }
         }
         return nil
     }
@@ -207,12 +223,14 @@ public final class VsyncClient {
                                     paused: paused, active: true, display: nil, divisor: 0, displayIntervalNs: 0)
         subscriptions[id] = info
         idleSince = nil
+        let now = vsync_sys_now_ns()
         if ready {
             send(subscribeMessage(id, info))
-        } else if socketFD < 0 && retryAt == 0 {
-            openSocket(now: vsync_sys_now_ns())
+        } else if socketFD < 0 && now >= retryAt {
+            // Connect from the caller's thread at once; a retry not yet due waits for the timer.
+            openSocket(now: now)
         }
-        updateTimer(now: vsync_sys_now_ns())
+        updateTimer(now: now)
         return id
     }
 
