@@ -55,4 +55,34 @@ struct VsyncClientDaemonTests {
         #expect(again.frames.allSatisfy { $0.divisor == 2 })
         #expect(client.fileDescriptor == fd)
     }
+
+    /// `dispatch(timeoutMs: -1)` in the steady state waits in the socket read itself; it must
+    /// still deliver every due tick (counted by sequence) and the control messages between them.
+    @Test(.timeLimit(.minutes(1)))
+    func dispatchWithoutLimitDeliversEveryDueTickAndLaterRequestsStillGoOut() throws {
+        let daemon = try DaemonProcess(hertz: 120, logLevel: "warning")
+        defer { daemon.stop() }
+        let client = try VsyncClient(.init(socketPath: daemon.socketPath, clientName: "blocking-loop"))
+        #expect(client.connect(timeoutNs: 2_000_000_000) == nil)
+        let id = client.subscribe(.primary, range: .default)
+        var frames: [ClientFrame] = []
+        var subscribed: [UInt32] = []
+        while frames.count < 40 {
+            client.dispatch(timeoutMs: -1)
+            while let event = client.nextEvent() {
+                switch event {
+                case .frame(let frame): frames.append(frame)
+                case .subscribed(let answer): subscribed.append(answer.divisor)
+                default: break
+                }
+            }
+            // Halfway, a rate change goes out from the loop's own thread and is answered.
+            if frames.count >= 20 && subscribed.count == 1 { client.setRange(id, FrameRateRange(preferredFramesPerSecond: 40)) }
+        }
+        #expect(subscribed == [1, 3])
+        for (a, b) in zip(frames, frames.dropFirst()) where a.divisor == b.divisor {
+            #expect(b.sequence - a.sequence == UInt64(b.divisor) * (1 + UInt64(b.skipped)))
+        }
+        #expect(frames.last?.divisor == 3)
+    }
 }
