@@ -172,7 +172,6 @@ final class DisplayLinkConnection: Sendable {
 
     private func run() {
         guard let fd = withCore({ $0.client?.fileDescriptor }) else { return }
-        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         var batch: [Delivery] = []
         batch.reserveCapacity(8)
         var handlers: [(DisplayLink, DisplayLink.Handoff)] = []
@@ -180,8 +179,7 @@ final class DisplayLinkConnection: Sendable {
         while true {
             // Waits without the lock: links register, pause and change rates meanwhile, and
             // whatever the core must then do (connect, send, retry) makes this fd readable.
-            let rc = poll(&pfd, 1, -1)
-            if rc < 0 && errno != EINTR { usleep(10_000) }
+            VsyncClient.wait(fileDescriptor: fd, timeoutMs: -1)
             if let queue = withCore({ $0.soleQueue }) {
                 // Waits while the queue runs other work; the core then still hands over only the
                 // newest tick, so a busy queue skips frames rather than queueing them.

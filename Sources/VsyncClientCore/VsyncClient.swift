@@ -175,6 +175,14 @@ public final class VsyncClient {
         ready && socketBlocks && !wantWrite && outbox.isEmpty && armedDeadline == 0 && eventCursor >= events.count
     }
 
+    /// Waits up to `timeoutMs` (-1: forever) until the client with this ``fileDescriptor`` has
+    /// work, without touching the client: a thread that shares a client under a lock (as
+    /// DisplayLink's reader thread does) waits here without holding it, then dispatches with 0.
+    /// `epoll_wait` on the fd itself, which is cheaper than `poll` on it (no nested poll).
+    public static func wait(fileDescriptor: Int32, timeoutMs: Int32) {
+        _ = vsync_sys_epoll_wait(fileDescriptor, timeoutMs)
+    }
+
     /// The next event from the last dispatches, oldest first; nil when all were taken.
     public func nextEvent() -> ClientEvent? {
         guard eventCursor < events.count else {
