@@ -41,6 +41,8 @@ public final class Card: Sendable {
         var nextSerial: UInt64 = 0
         /// Queued requests by the serial passed to the kernel as user data.
         var pending: [UInt64: Pending] = [:]
+        /// The raw events of one read, reused so a vblank allocates nothing.
+        var raws: [RawEvent] = []
         /// Per-CRTC widening of the legacy 32-bit counter.
         var wideners: [UInt32: SequenceWidener] = [:]
     }
@@ -63,14 +65,6 @@ public final class Card: Sendable {
             numbered.append((n, "\(directory)/\(name)"))
         }
         return numbered.sorted { $0.0 < $1.0 }.map(\.1)
-    }
-
-    /// The first primary node, or `DRMError.noDevice`.
-    public static func firstPath() throws(DRMError) -> String {
-        guard let first = primaryNodePaths().first else {
-            throw DRMError(kind: .noDevice, errno: ENOENT, device: "/dev/dri", operation: "scan")
-        }
-        return first
     }
 
     /// Opens `path` read-write, non-blocking and close-on-exec. If the kernel made us DRM
@@ -133,13 +127,6 @@ public final class Card: Sendable {
         if drmIsMaster(fileDescriptor) != 0 { return }
         guard drmSetMaster(fileDescriptor) == 0 else { throw error("drmSetMaster") }
     }
-
-    /// Gives DRM master back.
-    public func dropMaster() {
-        if drmIsMaster(fileDescriptor) != 0 { _ = drmDropMaster(fileDescriptor) }
-    }
-
-    public var isMaster: Bool { drmIsMaster(fileDescriptor) != 0 }
 
     /// The CRTC's pipe index, or `.unknownCRTC` listing the valid ids.
     func pipe(of crtcID: UInt32) throws(DRMError) -> Int {

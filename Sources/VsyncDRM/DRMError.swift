@@ -58,7 +58,7 @@ public struct DRMError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch kind {
         case .noDevice:
-            return "no DRM device: /dev/dri has no card* node; on a machine without a display, run Scripts/vm-run.sh"
+            return "no DRM device: /dev/dri has no card* node: this machine has no KMS display driver loaded (load one, or attach a display)"
         case .permissionDenied(let group):
             // A root-owned node (no udev rules, e.g. a bare VM) has no group worth joining.
             let fix = switch group {
@@ -67,13 +67,13 @@ public struct DRMError: Error, Sendable, Equatable, CustomStringConvertible {
             }
             return "permission denied on \(device) (\(operation)): \(fix)"
         case .crtcOff(let id):
-            return "CRTC \(id) on \(device) is off: light the display (connect a monitor or set a mode) or pick another with --crtc"
+            return "CRTC \(id) on \(device) is off: light the display (connect a monitor or set a mode) or pick another CRTC (vsync-probe list shows which are on)"
         case .noVBlankSupport:
-            return "\(device) does not support vblank events (\(operation): \(Self.message(errno))): use another card with --device"
+            return "\(device) does not support vblank events (\(operation): \(Self.message(errno))): use another card (vsync-probe list shows each card's driver)"
         case .deviceGone:
             return "\(device) is gone (\(operation): \(Self.message(errno))): the device was unplugged or its driver unbound"
         case .timedOut:
-            return "vblank wait on \(device) timed out (\(operation)): the display may be asleep; wake it or pick another CRTC with --crtc"
+            return "vblank wait on \(device) timed out (\(operation)): the display may be asleep; wake it or pick another CRTC (vsync-probe list shows which are on)"
         case .unknownCRTC(let id, let valid):
             let list = valid.isEmpty ? "none" : valid.map(String.init).joined(separator: ", ")
             return "no CRTC \(id) on \(device): valid CRTC ids are \(list) (see vsync-probe list)"

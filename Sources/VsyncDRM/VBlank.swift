@@ -86,6 +86,14 @@ extension Card {
     /// Reads every event waiting on the fd (call when it polls readable). Returns [] when none
     /// are waiting. Events for requests this Card did not queue (e.g. page flips) are dropped.
     public func readEvents() throws(DRMError) -> [VBlankEvent] {
+        var events: [VBlankEvent] = []
+        try readEvents(into: &events)
+        return events
+    }
+
+    /// ``readEvents()`` appending to the caller's buffer, so a caller that reuses it (the
+    /// daemon, every vblank) allocates nothing.
+    public func readEvents(into events: inout [VBlankEvent]) throws(DRMError) {
         var context = drmEventContext()
         context.version = 4
         context.vblank_handler = { fd, sequence, sec, usec, userData in
@@ -100,16 +108,14 @@ extension Card {
         if drmHandleEvent(fileDescriptor, &context) != 0 {
             let code = errno
             if code != EAGAIN && code != EINTR && code != 0 {
-                _ = EventSink.take(fd: fileDescriptor)
+                EventSink.discard(fd: fileDescriptor)
                 throw error("drmHandleEvent", code: code)
             }
         }
-        let raws = EventSink.take(fd: fileDescriptor)
-        if raws.isEmpty { return [] }
-        return state.withLock { s in
-            var events: [VBlankEvent] = []
-            events.reserveCapacity(raws.count)
-            for raw in raws {
+        state.withLock { s in
+            EventSink.take(fd: fileDescriptor, into: &s.raws)
+            defer { s.raws.removeAll(keepingCapacity: true) }
+            for raw in s.raws {
                 guard let pending = s.pending.removeValue(forKey: raw.serial) else { continue }
                 let sequence = raw.isLegacy
                     ? s.widen(UInt32(truncatingIfNeeded: raw.sequence), crtcID: pending.crtcID)
@@ -117,12 +123,8 @@ extension Card {
                 events.append(VBlankEvent(token: pending.token, crtcID: pending.crtcID,
                                           sequence: sequence, timestampNs: raw.timestampNs))
             }
-            return events
         }
     }
-
-    /// Requests queued and not yet delivered.
-    public var pendingVBlankCount: Int { state.withLock { $0.pending.count } }
 
     /// The legacy vblank request's CRTC bits: pipe 0 none, pipe 1 `DRM_VBLANK_SECONDARY`,
     /// higher pipes in the high-CRTC field.
@@ -155,7 +157,8 @@ struct RawEvent: Sendable {
 
 /// Where libdrm's C callbacks put events: they cannot capture context, so they record into
 /// this process-wide buffer, tagged with the fd, and `readEvents` takes its own fd's out
-/// right after `drmHandleEvent` returns. The buffer keeps its capacity between frames.
+/// right after `drmHandleEvent` returns. Both this buffer and the caller's keep their capacity
+/// between frames: events are copied out, never handed over, so nothing reallocates.
 enum EventSink {
     static let buffer = Mutex<[RawEvent]>([])
 
@@ -163,17 +166,22 @@ enum EventSink {
         buffer.withLock { $0.append(event) }
     }
 
-    static func take(fd: Int32) -> [RawEvent] {
+    /// Moves `fd`'s events to the end of `out`.
+    static func take(fd: Int32, into out: inout [RawEvent]) {
         buffer.withLock { all in
-            if all.isEmpty { return [] }
+            guard !all.isEmpty else { return }
             if all.allSatisfy({ $0.fd == fd }) {
-                let mine = all
+                out.append(contentsOf: all)
                 all.removeAll(keepingCapacity: true)
-                return mine
+                return
             }
-            let mine = all.filter { $0.fd == fd }
+            for event in all where event.fd == fd { out.append(event) }
             all.removeAll { $0.fd == fd }
-            return mine
         }
+    }
+
+    /// Drops `fd`'s events (its read failed).
+    static func discard(fd: Int32) {
+        buffer.withLock { all in all.removeAll { $0.fd == fd } }
     }
 }

@@ -19,6 +19,8 @@ final class DRMVBlankSource: VBlankSource {
     private var queued: Set<DisplayKey> = []
     /// Displays whose vblank `readEvents` just delivered, re-queued by `rearm`.
     private var toRequeue: [DisplayKey] = []
+    /// One read's vblank events, reused so a vblank allocates nothing.
+    private var events: [VBlankEvent] = []
     /// Connector seen on each CRTC, kept so a display that turns off keeps its name.
     private var connectors: [DisplayKey: (id: UInt32, name: String)] = [:]
     private var lastFound: [String: [SourceDisplay]] = [:]
@@ -29,7 +31,7 @@ final class DRMVBlankSource: VBlankSource {
         let paths = devices.isEmpty ? Card.primaryNodePaths() : devices
         guard !paths.isEmpty else {
             throw DaemonError(DRMError(kind: .noDevice, errno: ENOENT, device: "/dev/dri", operation: "scan").description
-                + " (or use --source timer:HZ)")
+                + "; or run vsyncd --source timer:HZ for synthetic ticks")
         }
         var firstError: DRMError?
         for path in paths {
@@ -192,9 +194,9 @@ final class DRMVBlankSource: VBlankSource {
             return
         }
         guard let (path, card) = cards.first(where: { $0.value.fileDescriptor == fd }) else { return }
-        let events: [VBlankEvent]
+        events.removeAll(keepingCapacity: true)
         do throws(DRMError) {
-            events = try card.readEvents()
+            try card.readEvents(into: &events)
         } catch {
             if error.kind == .deviceGone {
                 let keys = active.filter { $0.device == path }

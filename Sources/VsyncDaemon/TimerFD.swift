@@ -12,13 +12,6 @@ final class TimerFD {
 
     deinit { close(fd) }
 
-    /// Fires once at absolute monotonic `deadlineNs`.
-    func arm(atNs deadlineNs: UInt64) {
-        var spec = itimerspec()
-        spec.it_value = Self.timespec(ns: deadlineNs)
-        _ = timerfd_settime(fd, Int32(TFD_TIMER_ABSTIME), &spec, nil)
-    }
-
     /// Fires at absolute monotonic `deadlineNs`, then every `intervalNs` with no further syscall.
     func arm(atNs deadlineNs: UInt64, everyNs intervalNs: UInt64) {
         var spec = itimerspec()

@@ -301,7 +301,7 @@ struct RefreshModelTests {
         var rng = SplitMix64(seed: 0x5EED_0006)
         var model = RefreshModel(nominalPeriodNs: period60Hz, window: 8)
         for _ in 0..<20_000 {
-            let s = rng.next() % 64 == 0 ? rng.next() : (model.newest?.sequence ?? 0) &+ rng.next() % 4
+            let s = rng.next() % 64 == 0 ? rng.next() : (model.next.map { $0.sequence &- 1 } ?? 0) &+ rng.next() % 4
             model.add(sequence: s, timestampNs: rng.next())
             #expect(model.periodNs > 0 && model.periodNs.isFinite)
             #expect(model.jitterNs.isFinite)

@@ -7,7 +7,7 @@ struct DRMErrorTests {
     @Test func crtcOffOnEINVALFromAVBlankCall() {
         let error = DRMError.from(errno: EINVAL, device: "/dev/dri/card0", operation: "drmWaitVBlank", crtcID: 38)
         #expect(error.kind == .crtcOff(crtcID: 38))
-        #expect(error.description == "CRTC 38 on /dev/dri/card0 is off: light the display (connect a monitor or set a mode) or pick another with --crtc")
+        #expect(error.description == "CRTC 38 on /dev/dri/card0 is off: light the display (connect a monitor or set a mode) or pick another CRTC (vsync-probe list shows which are on)")
     }
 
     @Test func einvalWithoutACRTCIsGeneric() {
@@ -44,7 +44,7 @@ struct DRMErrorTests {
 
     @Test func noDeviceAndUnknownCRTCSayWhatToDo() {
         let none = DRMError(kind: .noDevice, errno: 0, device: "/dev/dri", operation: "scan")
-        #expect(none.description == "no DRM device: /dev/dri has no card* node; on a machine without a display, run Scripts/vm-run.sh")
+        #expect(none.description == "no DRM device: /dev/dri has no card* node: this machine has no KMS display driver loaded (load one, or attach a display)")
         let unknown = DRMError(kind: .unknownCRTC(crtcID: 9999, valid: [35, 51]), errno: 0, device: "/dev/dri/card0", operation: "lookup")
         #expect(unknown.description == "no CRTC 9999 on /dev/dri/card0: valid CRTC ids are 35, 51 (see vsync-probe list)")
     }

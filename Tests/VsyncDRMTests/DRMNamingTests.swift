@@ -4,6 +4,8 @@ import VsyncCore
 @testable import VsyncDRM
 
 /// Names, encodings and mode conversions: the parts of the DRM layer that need no device.
+// Serialized: two tests share the process-wide EventSink, and one checks its capacity.
+@Suite(.serialized)
 struct DRMNamingTests {
     @Test(arguments: [
         (UInt32(15), UInt32(1), "Virtual-1"),   // DRM_MODE_CONNECTOR_VIRTUAL
@@ -70,8 +72,36 @@ struct DRMNamingTests {
         EventSink.record(RawEvent(fd: -7, serial: 1, sequence: 10, timestampNs: 100, isLegacy: false))
         EventSink.record(RawEvent(fd: -8, serial: 2, sequence: 20, timestampNs: 200, isLegacy: true))
         EventSink.record(RawEvent(fd: -7, serial: 3, sequence: 11, timestampNs: 110, isLegacy: false))
-        #expect(EventSink.take(fd: -7).map(\.serial) == [1, 3])
-        #expect(EventSink.take(fd: -7).isEmpty)
-        #expect(EventSink.take(fd: -8).map(\.serial) == [2])
+        var mine: [RawEvent] = [RawEvent(fd: -7, serial: 0, sequence: 0, timestampNs: 0, isLegacy: false)]
+        EventSink.take(fd: -7, into: &mine)
+        #expect(mine.map(\.serial) == [0, 1, 3], "appended after what the caller had, in order")
+        mine.removeAll(keepingCapacity: true)
+        EventSink.take(fd: -7, into: &mine)
+        #expect(mine.isEmpty)
+        EventSink.record(RawEvent(fd: -7, serial: 4, sequence: 12, timestampNs: 120, isLegacy: false))
+        EventSink.discard(fd: -7)
+        EventSink.take(fd: -8, into: &mine)
+        #expect(mine.map(\.serial) == [2], "discarding one fd's events keeps the others'")
+        mine.removeAll()
+        EventSink.take(fd: -7, into: &mine)
+        #expect(mine.isEmpty)
+    }
+
+    @Test func eventSinkKeepsItsCapacityAcrossReads() {
+        var mine: [RawEvent] = []
+        mine.reserveCapacity(8)
+        EventSink.record(RawEvent(fd: -9, serial: 1, sequence: 1, timestampNs: 1, isLegacy: false))
+        EventSink.take(fd: -9, into: &mine)
+        let before = EventSink.buffer.withLock { $0.capacity }
+        #expect(before >= 1)
+        for round in 2...50 {
+            mine.removeAll(keepingCapacity: true)
+            EventSink.record(RawEvent(fd: -9, serial: UInt64(round), sequence: UInt64(round), timestampNs: 1, isLegacy: false))
+            EventSink.take(fd: -9, into: &mine)
+            #expect(mine.map(\.serial) == [UInt64(round)])
+        }
+        // The old take handed its buffer over, so every read copied it into a new allocation.
+        #expect(EventSink.buffer.withLock { $0.capacity } == before)
+        #expect(mine.capacity == 8)
     }
 }

@@ -91,11 +91,6 @@ public struct RefreshModel: Sendable {
     /// The current refresh estimate, Hz.
     public var refreshHz: Double { 1e9 / periodNs }
 
-    /// The newest accepted sample.
-    public var newest: (sequence: UInt64, timestampNs: UInt64)? {
-        count == 0 ? nil : (refSeq, refTs)
-    }
-
     /// The vblank after the newest accepted sample and its predicted time: a display link's
     /// `targetTimestamp`. Nil before the first sample.
     public var next: (sequence: UInt64, timestampNs: UInt64)? {
