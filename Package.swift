@@ -1,4 +1,5 @@
 // swift-tools-version:6.1
+import Foundation
 import PackageDescription
 
 // Module map (why each exists):
@@ -10,12 +11,28 @@ import PackageDescription
 //   VsyncClientCore  the thread-free client core (one socket, one fd, dispatch): DisplayLink and libvsync.
 //   DisplayLink  the client library Swift apps link: VsyncClientCore under CADisplayLink's API (Foundation).
 //   VsyncProbe   vsync-probe's commands.
+/// The Embedded Swift libraries of the toolchain building this package (libvsync links its
+/// Unicode tables from there), found from the `swift` on PATH; `VSYNC_EMBEDDED_LIB_DIR` overrides.
+let embeddedLibDir: String = {
+    let env = ProcessInfo.processInfo.environment
+    if let dir = env["VSYNC_EMBEDDED_LIB_DIR"] { return dir }
+    for entry in (env["PATH"] ?? "").split(separator: ":") {
+        let swift = URL(fileURLWithPath: String(entry)).appendingPathComponent("swift")
+        guard FileManager.default.isExecutableFile(atPath: swift.path) else { continue }
+        let usr = swift.resolvingSymlinksInPath().deletingLastPathComponent().deletingLastPathComponent()
+        return usr.appendingPathComponent("lib/swift/embedded/x86_64-unknown-linux-gnu").path
+    }
+    return "/usr/lib/swift/embedded/x86_64-unknown-linux-gnu"
+}()
+
 let package = Package(
     name: "vsyncd",
     products: [
         .library(name: "DisplayLink", targets: ["DisplayLink"]),
         // The same library as a .so, for apps built outside SwiftPM (Scripts/install.sh).
         .library(name: "DisplayLinkShared", type: .dynamic, targets: ["DisplayLink"]),
+        // libvsync: the C API (include/vsync/vsync.h) as libvsync.so, needing only libc.
+        .library(name: "vsync", type: .dynamic, targets: ["LibVsync"]),
         .executable(name: "vsyncd", targets: ["vsyncd"]),
         .executable(name: "vsync-probe", targets: ["vsync-probe"]),
         .executable(name: "vkms-modeset", targets: ["vkms-modeset"]),
@@ -50,6 +67,35 @@ let package = Package(
         .systemLibrary(name: "CVsyncSys"),
         .target(name: "VsyncClientCore", dependencies: ["VsyncCore", "CVsyncSys"]),
         .target(name: "DisplayLink", dependencies: ["VsyncCore", "VsyncClientCore"]),
+        // ceil() for libvsync, which would otherwise need libm.so.6 for it (see ceil.c).
+        .target(name: "VsyncCeil"),
+        // The public C header as a module, so the Swift behind it uses the structs C compiles against.
+        .systemLibrary(name: "CVsyncABI"),
+        // libvsync in Embedded Swift: the protocol's and the client core's own source files
+        // (symlinked) plus the C API, one module, linked against libc alone. unsafeFlags keep it
+        // out of any product a package depending on this one by version would use.
+        .target(
+            name: "LibVsync",
+            dependencies: ["CVsyncSys", "CVsyncABI", "VsyncCeil"],
+            path: "Sources/libvsync",
+            exclude: ["vsync.map", "vsync.pc.in"],
+            swiftSettings: [
+                .enableExperimentalFeature("Embedded"),
+                .unsafeFlags(["-wmo"]),
+                .define("VSYNC_EMBEDDED"),
+            ],
+            linkerSettings: [
+                // The Embedded stdlib's Unicode tables (String comparison, character boundaries),
+                // a static archive: linked in, not needed at run time.
+                .linkedLibrary("swiftUnicodeDataTables"),
+                .unsafeFlags([
+                    "-L", embeddedLibDir,
+                    "-Xlinker", "-soname=libvsync.so.0",
+                    "-Xlinker", "--no-undefined",
+                    "-Xlinker", "--version-script=\(Context.packageDirectory)/Sources/libvsync/vsync.map",
+                ]),
+            ]
+        ),
         .target(
             name: "VsyncProbe",
             dependencies: [

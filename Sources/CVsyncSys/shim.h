@@ -139,4 +139,7 @@ static inline const char *vsync_sys_getenv(const char *name) { return getenv(nam
 
 static inline const char *vsync_sys_strerror(int code) { return strerror(code); }
 
+/// The program's short name (glibc sets it from argv[0]), for the daemon's log.
+static inline const char *vsync_sys_program_name(void) { return program_invocation_short_name; }
+
 #endif

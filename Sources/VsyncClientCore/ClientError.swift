@@ -96,8 +96,9 @@ public enum ClientErrorCode: Int32, Sendable, CaseIterable {
     /// The handshake did not finish in time (libvsync's connect).
     case timedOut = 12
 
-    /// The one line `vsync_strerror` gives for the code alone (no socket path to name).
-    public var message: String {
+    /// The one line `vsync_strerror` gives for the code alone (no socket path to name). Static,
+    /// so libvsync can hand out the literal's own NUL-terminated bytes.
+    public var message: StaticString {
         switch self {
         case .noDaemon: "no vsyncd is listening: start it with 'systemctl start vsyncd.socket' or check VSYNCD_SOCKET"
         case .permissionDenied: "permission denied on the vsyncd socket: add the user to group 'video' and log in again"

@@ -1,0 +1,2 @@
+// See ceil.c: libvsync's own ceil(), so it needs no libm.
+double ceil(double x);
