@@ -141,7 +141,7 @@ let package = Package(
         .testTarget(name: "VsyncCoreTests", dependencies: ["VsyncCore"]),
         // The client core in-process over socketpairs, against a scripted server.
         .testTarget(name: "VsyncClientCoreTests", dependencies: ["VsyncClientCore", "VsyncCore"]),
-        .testTarget(name: "DaemonTests", dependencies: ["VsyncCore", "VsyncDaemon", "DisplayLink"]),
+        .testTarget(name: "DaemonTests", dependencies: ["VsyncCore", "VsyncDaemon", "DisplayLink", "VsyncClientCore"]),
         .testTarget(name: "VMTests", dependencies: ["VsyncCore"]),
         // Pure parts of the DRM layer (names, encodings, messages); no device needed.
         .testTarget(name: "VsyncDRMTests", dependencies: ["VsyncDRM", "VsyncCore"]),

@@ -11,7 +11,7 @@ repo=$(dirname "$here")
 . "$here/lib.sh"
 cd "$repo"
 
-ensure_packages pkg-config libdrm-dev libdrm-tests qemu-system-x86 systemd \
+ensure_packages pkg-config libdrm-dev libdrm-tests qemu-system-x86 systemd g++ binutils util-linux \
   linux-source-6.1 bc flex bison libelf-dev libssl-dev xz-utils make gcc
 command -v swift >/dev/null || die "swift not found: install Swift 6.1 or newer (https://swift.org/install) and put it on PATH"
 

@@ -1,7 +1,7 @@
 #if !VSYNC_EMBEDDED
 import VsyncCore
 #endif
-import CVsyncSys
+internal import CVsyncSys
 
 /// Why a client is not ticking. Each describes itself in one line that says what to do; the
 /// same lines reach DisplayLink's `errorHandler` and libvsync's error callback.

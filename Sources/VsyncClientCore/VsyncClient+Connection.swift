@@ -1,7 +1,7 @@
 #if !VSYNC_EMBEDDED
 import VsyncCore
 #endif
-import CVsyncSys
+internal import CVsyncSys
 
 // The connection's life: connecting, the handshake deadline, sending, hanging up and retrying.
 extension VsyncClient {

@@ -1,7 +1,7 @@
 #if !VSYNC_EMBEDDED
 import VsyncCore
 #endif
-import CVsyncSys
+internal import CVsyncSys
 
 // Reading: every datagram waiting, control messages in order, then the newest tick of each
 // subscription.

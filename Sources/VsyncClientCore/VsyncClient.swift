@@ -1,7 +1,7 @@
 #if !VSYNC_EMBEDDED
 import VsyncCore
 #endif
-import CVsyncSys
+internal import CVsyncSys
 
 /// The client side of the vsyncd protocol over one socket, as a state machine that owns no
 /// thread: the core of both DisplayLink and libvsync.

@@ -2,7 +2,7 @@
 // together with the core's and the protocol's own source files (the symlinks beside this file),
 // so the library needs only libc and the protocol stays defined once.
 import CVsyncABI
-import CVsyncSys
+internal import CVsyncSys
 
 /// A `struct vsync_client`: the core plus the links handed out on it.
 final class CClient {
