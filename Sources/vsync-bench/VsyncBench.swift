@@ -32,12 +32,12 @@ struct VsyncBench: ParsableCommand {
     @Option(help: "Clients for --idle.") var idleClients = 100
     @Option(help: "Seconds per --idle phase.") var idleSeconds: Double = 10
     @Flag(help: "Run only the C reference (to calibrate a machine).") var referenceOnly = false
-    @Option(help: "Our clients: 'callback' (DisplayLink on a dispatch queue, the product), 'direct' (DisplayLink.start(): the handler on the library's reader thread) or 'raw' (blocking recv on a plain socket like the C clients, to isolate the daemon's share).")
+    @Option(help: "Our clients: 'callback' (DisplayLink on a dispatch queue, the product), 'direct' (DisplayLink.start(): the handler on the library's reader thread), 'c' (a C program in libvsync's dispatch loop; Benchmarks/libvsync-client.c, built at run time against libvsync.so) or 'raw' (blocking recv on a plain socket like the C clients, to isolate the daemon's share).")
     var clientMode = "callback"
     @Flag(help: "Keep the work directory (logs, client reports).") var keep = false
 
     mutating func run() throws {
-        guard ["callback", "direct", "raw"].contains(clientMode) else { throw ValidationError("--client-mode is 'callback', 'direct' or 'raw'") }
+        guard ["callback", "direct", "c", "raw"].contains(clientMode) else { throw ValidationError("--client-mode is 'callback', 'direct', 'c' or 'raw'") }
         let counts = try Self.list(clients, "--clients")
         let hzs = try Self.list(rates, "--rates")
         guard seconds > 0, warmup >= 0 else { throw ValidationError("--seconds must be > 0 and --warmup ≥ 0") }
@@ -51,7 +51,11 @@ struct VsyncBench: ParsableCommand {
             if !keep { try? FileManager.default.removeItem(atPath: workDir) }
         }
         let binDir = Self.executableDirectory()
-        let ours = DaemonRun(vsyncd: vsyncd ?? binDir + "/vsyncd", client: client ?? binDir + "/vsync-bench-client", workDir: workDir)
+        var clientBinary = client ?? binDir + "/vsync-bench-client"
+        if clientMode == "c" && !referenceOnly && !idle {
+            clientBinary = try LibvsyncClient.build(repository: Self.repositoryRoot(), library: binDir + "/libvsync.so", workDir: workDir)
+        }
+        let ours = DaemonRun(vsyncd: vsyncd ?? binDir + "/vsyncd", client: clientBinary, workDir: workDir)
         if !referenceOnly || idle {
             for path in [ours.vsyncd, ours.client] where !FileManager.default.isExecutableFile(atPath: path) {
                 throw BenchError("\(path) is not an executable: build it first (swift build -c release) or pass --vsyncd/--client")
@@ -82,7 +86,8 @@ struct VsyncBench: ParsableCommand {
                     let tag = rounds > 1 ? " (round \(round + 1) of \(rounds))" : ""
                     let runOurs = {
                         guard !referenceOnly else { return }
-                        Self.log("N=\(n) @ \(hz) Hz\(tag): vsyncd + \(clientMode == "raw" ? "raw socket" : "DisplayLink (\(clientMode))") clients …")
+                        let kind = clientMode == "raw" ? "raw socket" : clientMode == "c" ? "libvsync (C)" : "DisplayLink (\(clientMode))"
+                        Self.log("N=\(n) @ \(hz) Hz\(tag): vsyncd + \(kind) clients …")
                         do { oursRounds.append(try ours.run(clients: n, rate: hz, seconds: seconds, warmup: warmup, clientMode: clientMode == "callback" ? "tick" : clientMode)) }
                         catch { Self.log("N=\(n) @ \(hz) Hz: ours failed: \(error)") }
                     }
@@ -182,11 +187,16 @@ struct VsyncBench: ParsableCommand {
 
     /// Benchmarks/reference/fanout.c in the source tree this binary was built from, else under the
     /// current directory.
-    static func defaultReferenceSource() -> String {
+    static func defaultReferenceSource() -> String { repositoryRoot() + "/Benchmarks/reference/fanout.c" }
+
+    /// The source tree this binary was built from, else the current directory.
+    static func repositoryRoot() -> String {
         let fromSource = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("Benchmarks/reference/fanout.c").path
-        if FileManager.default.fileExists(atPath: fromSource) { return fromSource }
-        return FileManager.default.currentDirectoryPath + "/Benchmarks/reference/fanout.c"
+            .deletingLastPathComponent()
+        if FileManager.default.fileExists(atPath: fromSource.appendingPathComponent("Benchmarks/reference/fanout.c").path) {
+            return fromSource.path
+        }
+        return FileManager.default.currentDirectoryPath
     }
 }
 
