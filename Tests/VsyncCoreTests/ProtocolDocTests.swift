@@ -58,6 +58,15 @@ struct ProtocolDocTests {
             } else {
                 let decoded = try #require(try ServerMessage.decode(m.bytes))
                 #expect(decoded.encoded() == m.bytes)
+                // §5's rule holds in the example too: client interval = divisor × display interval.
+                switch decoded {
+                case .subscribed(let s):
+                    #expect(s.clientIntervalNs == UInt64(s.divisor) * s.displayIntervalNs, "SUBSCRIBED: \(s)")
+                case .tick(let t):
+                    #expect(t.clientIntervalNs == UInt64(t.divisor) * t.displayIntervalNs, "TICK: \(t)")
+                default:
+                    break
+                }
             }
         }
     }
