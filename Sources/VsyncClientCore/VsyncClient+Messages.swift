@@ -60,9 +60,12 @@ extension VsyncClient {
     }
 
     private func handleDatagram(at offset: Int, length: Int, received: UInt64) {
+        // A length past the buffer is a cut datagram (its true size is unknown): too long for the protocol.
+        guard length <= WireProtocol.maxMessageSize else {
+            report(.protocolViolation("a datagram over \(WireProtocol.maxMessageSize) bytes, the protocol's maximum"))
+            return
+        }
         let decoded = buffers.withUnsafeBytes { raw -> Result<ServerMessage?, WireError> in
-            // A length past the buffer is a cut datagram: too long for the protocol.
-            if length > WireProtocol.maxMessageSize { return .failure(.oversized(length)) }
             do throws(WireError) {
                 return .success(try ServerMessage.decode(UnsafeRawBufferPointer(rebasing: raw[offset..<(offset + length)])))
             } catch {

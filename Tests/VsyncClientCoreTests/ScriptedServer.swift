@@ -23,9 +23,13 @@ final class ScriptedServer {
         }
     }
 
+    /// Called with each new connection, after the client's end was handed out (to answer at once).
+    var onConnect: ((ScriptedServer) -> Void)?
+
     private func adopt(_ fd: Int32) {
         if self.fd >= 0 { close(self.fd) }
         self.fd = fd
+        onConnect?(self)
     }
 
     /// Closes the server end: the client sees the daemon go away.
