@@ -107,7 +107,7 @@ let package = Package(
         .executableTarget(
             name: "vsyncd",
             dependencies: [
-                "VsyncDaemon",
+                "VsyncCore", "VsyncDaemon",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

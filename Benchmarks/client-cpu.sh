@@ -29,8 +29,15 @@ pids=()
 cleanup() { for p in "${pids[@]+"${pids[@]}"}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
 cc -O2 -o "$work/fanout" "$repo/Benchmarks/reference/fanout.c"
+# libvsync's client, built as vsync-bench builds it, when the library is there.
 cclient=""
-if [ -x "$build/vsync-bench-libvsync-client" ]; then cclient="$build/vsync-bench-libvsync-client"; fi
+if [ -e "$build/libvsync.so" ]; then
+  mkdir -p "$work/lib"
+  ln -s "$build/libvsync.so" "$work/lib/libvsync.so.0"
+  ln -s "$build/libvsync.so" "$work/lib/libvsync.so"
+  cc -O2 -I "$repo/include" -o "$work/libvsync-client" "$here/libvsync-client.c" -L "$work/lib" -lvsync -Wl,-rpath,"$work/lib"
+  cclient="$work/libvsync-client"
+fi
 
 sock="$work/vsyncd.sock"
 "$build/vsyncd" --source "timer:$rate" --socket "$sock" --log-level warning &
@@ -58,7 +65,7 @@ run_kind() {
       VSYNCD_SOCKET="$sock" "$build/vsync-bench-client" --index 0 --mode "$mode" --socket "$sock" --ready-fd 3 --max-seconds 60 3>/dev/null >/dev/null &
       pid=$! ;;
     c)
-      "$cclient" --socket "$sock" --seconds 60 >/dev/null 2>&1 &
+      VSYNCD_SOCKET="$sock" "$cclient" --index 0 --max-seconds 60 3>/dev/null >/dev/null 2>&1 &
       pid=$! ;;
     floor)
       "$work/fanout" --clients 1 --rate "$rate" --seconds $((seconds + 4)) >/dev/null &

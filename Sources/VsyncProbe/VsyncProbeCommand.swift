@@ -1,10 +1,12 @@
 import ArgumentParser
+import VsyncCore
 
 /// `vsync-probe`: what the displays are and how their vblank really ticks.
 public struct VsyncProbeCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "vsync-probe",
         abstract: "Inspect DRM displays and measure their real vblank timing.",
+        version: VsyncVersion.string,
         subcommands: [ListCommand.self, MeasureCommand.self, FollowCommand.self]
     )
 

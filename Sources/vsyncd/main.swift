@@ -1,6 +1,7 @@
 import ArgumentParser
 import Glibc
 import Logging
+import VsyncCore
 import VsyncDaemon
 
 /// vsyncd: broadcasts display vblank ticks to client display links over a Unix socket.
@@ -13,7 +14,8 @@ struct Vsyncd: ParsableCommand {
             serves ticks to clients at per-client rates. The socket is --socket, else $VSYNCD_SOCKET, \
             else \(DaemonConfiguration.defaultSocketPath); systemd socket activation (LISTEN_FDS) is \
             used when present. Stops cleanly on SIGTERM or SIGINT. Protocol: docs/PROTOCOL.md.
-            """)
+            """,
+        version: VsyncVersion.string)
 
     @Option(help: "Socket path (default: $VSYNCD_SOCKET, else \(DaemonConfiguration.defaultSocketPath)).")
     var socket: String?

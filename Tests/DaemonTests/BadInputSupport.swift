@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Synchronization
+import Testing
 import VsyncCore
 
 // Helpers for BadInputTests. The daemon and the raw protocol client come from the daemon
@@ -119,17 +120,27 @@ func waitUntil(timeout: Double, _ condition: () -> Bool) -> Bool {
 }
 
 /// Open file descriptors of a process: the entries of /proc/PID/fd.
-func openFDCount(_ pid: Int32) -> Int {
-    ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []).count
+func openFDCount(_ pid: Int32, sourceLocation: SourceLocation = #_sourceLocation) -> Int {
+    // An unreadable fd directory is a failed test, not 0 open fds: "fds back to the baseline"
+    // must not pass because nothing was counted.
+    guard let fds = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd"), !fds.isEmpty else {
+        Issue.record("cannot count the open fds of \(pid) in /proc/\(pid)/fd", sourceLocation: sourceLocation)
+        return -1
+    }
+    return fds.count
 }
 
-/// Resident set size of a process in KiB (VmRSS in /proc/PID/status), 0 if unreadable.
-func residentKiB(_ pid: Int32) -> Int {
-    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return 0 }
-    for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-        return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
-    }
-    return 0
+/// Resident set size of a process in KiB (VmRSS in /proc/PID/status). Fails the test rather than return 0 when /proc cannot be read: "RSS flat" must not pass
+/// because nothing was measured.
+func residentKiB(_ pid: Int32, sourceLocation: SourceLocation = #_sourceLocation) throws -> Int {
+    let status = try #require(try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+                              "cannot read /proc/\(pid)/status", sourceLocation: sourceLocation)
+    let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") },
+                            "no VmRSS in /proc/\(pid)/status", sourceLocation: sourceLocation)
+    let kib = try #require(Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? ""),
+                           "unreadable VmRSS line: \(line)", sourceLocation: sourceLocation)
+    try #require(kib > 0, "VmRSS of \(pid) is 0", sourceLocation: sourceLocation)
+    return kib
 }
 
 /// What a bad client saw after sending its datagram: the messages, then whether the server closed.
@@ -157,7 +168,7 @@ extension RawClient {
         while Date() < deadline {
             switch receive(timeout: max(0, deadline.timeIntervalSinceNow)) {
             case .closed: out.closed = true; return out
-            case .timeout: return out
+            case .timeout, .undecodable: return out
             case .message(.tick): continue
             case .message(let m): out.messages.append(m)
             }

@@ -126,6 +126,9 @@ enum Received: Equatable {
     case message(ServerMessage)
     case closed
     case timeout
+    /// A datagram the codec could not read (already recorded as a test issue): never taken for
+    /// silence, so "no tick came" cannot pass when the daemon sent garbage.
+    case undecodable(String)
 }
 
 /// A raw SOCK_SEQPACKET client speaking the wire protocol through VsyncCore's codec.
@@ -170,8 +173,15 @@ final class RawClient {
         var buffer = [UInt8](repeating: 0, count: 8192)
         let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
         guard n > 0 else { return .closed }
-        guard let message = try? ServerMessage.decode(Array(buffer[0..<n])) else { return .timeout }
-        return .message(message)
+        let problem: String
+        do {
+            if let message = try ServerMessage.decode(Array(buffer[0..<n])) { return .message(message) }
+            problem = "a message type this codec does not know"
+        } catch {
+            problem = "\(error)"
+        }
+        Issue.record("vsyncd sent an undecodable datagram of \(n) bytes: \(problem)")
+        return .undecodable(problem)
     }
 
     /// Skips non-tick messages; nil on timeout or close.
@@ -181,7 +191,7 @@ final class RawClient {
             switch receive(timeout: deadline.timeIntervalSinceNow) {
             case .message(.tick(let t)): return t
             case .message: continue
-            case .closed, .timeout: return nil
+            case .closed, .timeout, .undecodable: return nil
             }
         }
         return nil
@@ -200,7 +210,7 @@ final class RawClient {
         while Date() < deadline {
             switch receive(timeout: max(0, deadline.timeIntervalSinceNow)) {
             case .closed: return true
-            case .timeout: return false
+            case .timeout, .undecodable: return false
             case .message: continue
             }
         }

@@ -152,7 +152,9 @@ struct ProtocolCodecTests {
         #expect(h.clientName == String(repeating: "a", count: 31))
         // Exactly 32 bytes needs no terminator.
         let full = String(repeating: "z", count: 32)
-        guard case .hello(let h2) = try ClientMessage.decode(ClientMessage.hello(Hello(minVersion: 1, maxVersion: 1, clientName: full)).encoded()) else { return }
+        guard case .hello(let h2) = try ClientMessage.decode(ClientMessage.hello(Hello(minVersion: 1, maxVersion: 1, clientName: full)).encoded()) else {
+            Issue.record("a HELLO did not decode as a HELLO"); return
+        }
         #expect(h2.clientName == full)
     }
 
