@@ -28,14 +28,28 @@ public struct DaemonConfiguration: Sendable {
     /// Seconds a client's socket may stay full before it is disconnected.
     public var stallTimeout: Double
     public var maxSubscriptionsPerClient: Int
+    /// Connections one uid may hold at once, so one member of the socket's group cannot take
+    /// every slot. 128 leaves seven eighths of the default 1024 to the others, and is far more
+    /// than one user's programs need (DisplayLink and libvsync use one connection a process).
+    public var maxClientsPerUser: Int
+    /// Subscriptions one uid may hold over all its connections. Each running subscription costs
+    /// the daemon one send per due vblank, so this bounds what one user can make it do per tick.
+    public var maxSubscriptionsPerUser: Int
+
+    public static let defaultMaxClientsPerUser = 128
+    public static let defaultMaxSubscriptionsPerUser = 256
 
     public init(
         socketPath: String? = nil, devices: [String] = [], source: SourceKind = .drm, group: String = "video",
-        maxClients: Int = 1024, stallTimeout: Double = 2, maxSubscriptionsPerClient: Int = 64
+        maxClients: Int = 1024, stallTimeout: Double = 2, maxSubscriptionsPerClient: Int = 64,
+        maxClientsPerUser: Int = DaemonConfiguration.defaultMaxClientsPerUser,
+        maxSubscriptionsPerUser: Int = DaemonConfiguration.defaultMaxSubscriptionsPerUser
     ) {
         self.socketPath = socketPath; self.devices = devices; self.source = source; self.group = group
         self.maxClients = maxClients; self.stallTimeout = stallTimeout
         self.maxSubscriptionsPerClient = maxSubscriptionsPerClient
+        self.maxClientsPerUser = maxClientsPerUser
+        self.maxSubscriptionsPerUser = maxSubscriptionsPerUser
     }
 
     /// `--socket`, else `$VSYNCD_SOCKET`, else the default.

@@ -33,6 +33,22 @@ extension Server {
         }
     }
 
+    /// Sends REFUSED tooManyClients and closes. Logged at most once a second with a count, so a
+    /// flood of connections cannot flood the log.
+    func refuse(_ fd: Int32, pid: Int32, uid: UInt32, _ message: String, log: String) {
+        let refusal = ServerMessage.refused(Refusal(code: .tooManyClients, message: message))
+        _ = refusal.encoded().withUnsafeBytes { Client.send(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        refusalsSinceLog += 1
+        let now = monotonicNow()
+        if now &- lastRefusalLogNs >= 1_000_000_000 {
+            let more = refusalsSinceLog > 1 ? " (\(refusalsSinceLog) refusals in the last second)" : ""
+            logger.warning("client pid \(pid) uid \(uid) refused: \(log)\(more)")
+            lastRefusalLogNs = now
+            refusalsSinceLog = 0
+        }
+    }
+
     func acceptClients() {
         for _ in 0..<64 {
             let fd = accept(listener.fd, nil, nil)
@@ -54,12 +70,17 @@ extension Server {
             var len = socklen_t(MemoryLayout.size(ofValue: cred))
             _ = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len)
             if clients.count >= configuration.maxClients {
-                logger.warning("client pid \(cred.pid) uid \(cred.uid) refused: at the cap of \(configuration.maxClients) clients (--max-clients)")
-                let refusal = ServerMessage.refused(Refusal(
-                    code: .tooManyClients,
-                    message: "vsyncd serves at most \(configuration.maxClients) clients; try again later"))
-                _ = refusal.encoded().withUnsafeBytes { Client.send(fd, $0.baseAddress, $0.count) }
-                close(fd)
+                refuse(fd, pid: cred.pid, uid: cred.uid,
+                       "vsyncd serves at most \(configuration.maxClients) clients; try again later",
+                       log: "at the cap of \(configuration.maxClients) clients (--max-clients)")
+                continue
+            }
+            // Counted on demand: accepts are rare next to ticks, and nothing can drift.
+            let held = clients.values.reduce(0) { $0 + ($1.uid == cred.uid ? 1 : 0) }
+            if held >= configuration.maxClientsPerUser {
+                refuse(fd, pid: cred.pid, uid: cred.uid,
+                       "uid \(cred.uid) already has \(held) connections, the per-user limit: close some, or raise vsyncd's --max-clients-per-user",
+                       log: "uid \(cred.uid) is at the per-user cap of \(configuration.maxClientsPerUser) connections (--max-clients-per-user)")
                 continue
             }
             var size = Self.clientSendBuffer
@@ -219,6 +240,12 @@ extension Server {
         }
         guard client.subscriptions.count < configuration.maxSubscriptionsPerClient else {
             send(ServerMessage.error(ErrorMessage(code: .tooManySubscriptions, subscriptionID: id, message: "at most \(configuration.maxSubscriptionsPerClient) subscriptions per client")).encoded(), to: client)
+            return
+        }
+        // Every subscription costs a send per due vblank: one user's total bounds its share of a tick.
+        let held = clients.values.reduce(0) { $0 + ($1.uid == client.uid ? $1.subscriptions.count : 0) }
+        guard held < configuration.maxSubscriptionsPerUser else {
+            send(ServerMessage.error(ErrorMessage(code: .tooManySubscriptions, subscriptionID: id, message: "uid \(client.uid) holds \(held) subscriptions, the per-user limit: end some, or raise vsyncd's --max-subscriptions-per-user")).encoded(), to: client)
             return
         }
         if resolve(request.selector) == nil { rescanIfStale() }

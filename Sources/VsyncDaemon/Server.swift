@@ -39,6 +39,8 @@ final class Server {
     var spareFD: Int32 = open("/dev/null", O_RDONLY | O_CLOEXEC)
     var acceptFailures = 0
     var lastAcceptLogNs: UInt64 = 0
+    var refusalsSinceLog = 0
+    var lastRefusalLogNs: UInt64 = 0
     var listenerPausedUntilNs: UInt64?
 
     /// Reused buffers: received datagrams and encoded ticks (the hot path allocates nothing).

@@ -32,6 +32,12 @@ struct Vsyncd: ParsableCommand {
     @Option(help: "Most clients served at once; more are refused.")
     var maxClients: Int = 1024
 
+    @Option(help: "Most connections one uid may hold at once (so one user cannot take every slot); more are refused.")
+    var maxClientsPerUser: Int = DaemonConfiguration.defaultMaxClientsPerUser
+
+    @Option(help: "Most subscriptions one uid may hold over all its connections (each costs a send per vblank).")
+    var maxSubscriptionsPerUser: Int = DaemonConfiguration.defaultMaxSubscriptionsPerUser
+
     @Option(help: ArgumentHelp("Seconds a client's socket may stay full before it is disconnected.", valueName: "seconds"))
     var stallTimeout: Double = 2
 
@@ -46,6 +52,8 @@ struct Vsyncd: ParsableCommand {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
         guard maxClients >= 1 else { throw ValidationError("--max-clients must be at least 1") }
+        guard maxClientsPerUser >= 1 else { throw ValidationError("--max-clients-per-user must be at least 1") }
+        guard maxSubscriptionsPerUser >= 1 else { throw ValidationError("--max-subscriptions-per-user must be at least 1") }
         guard stallTimeout > 0, stallTimeout.isFinite else { throw ValidationError("--stall-timeout must be a positive number of seconds") }
     }
 
@@ -59,7 +67,8 @@ struct Vsyncd: ParsableCommand {
         let logger = Logger(label: "vsyncd")
         let configuration = DaemonConfiguration(
             socketPath: socket, devices: device, source: DaemonConfiguration.SourceKind(argument: source) ?? .drm,
-            group: group, maxClients: maxClients, stallTimeout: stallTimeout)
+            group: group, maxClients: maxClients, stallTimeout: stallTimeout,
+            maxClientsPerUser: maxClientsPerUser, maxSubscriptionsPerUser: maxSubscriptionsPerUser)
         do {
             try Daemon.run(configuration, logger: logger)
         } catch {
