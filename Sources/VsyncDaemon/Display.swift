@@ -33,6 +33,18 @@ final class Display {
 
     var wantsVBlank: Bool { state == .on && subscriptions.contains { !$0.paused } }
 
+    /// Adds `sub` in send order. Ticks go out in this order, each send taking a few µs, so
+    /// appending would let a user with many subscriptions put all of them ahead of another
+    /// user's one. Ranked instead by how many its user already has here: every user's first
+    /// subscription is sent before anyone's second (ranks are not renumbered on removal; the
+    /// order stays close to fair and never starves anyone).
+    func insertFairly(_ sub: Subscription) {
+        let uid = sub.client.uid
+        sub.fairRank = subscriptions.reduce(0) { $0 + ($1.client.uid == uid ? 1 : 0) }
+        let at = subscriptions.firstIndex { $0.fairRank > sub.fairRank } ?? subscriptions.endIndex
+        subscriptions.insert(sub, at: at)
+    }
+
     /// Starts the model over for a new mode.
     func resetModel() {
         model.reset(nominalPeriodNs: source.refresh?.periodNanoseconds ?? Self.fallbackPeriodNs)

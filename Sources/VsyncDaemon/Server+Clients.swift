@@ -259,7 +259,7 @@ extension Server {
             divisor: RateMapping.divisor(for: request.range, refreshHz: d.refreshHz),
             paused: request.flags.contains(.startPaused))
         client.subscriptions[id] = sub
-        d.subscriptions.append(sub)
+        d.insertFairly(sub)
         logger.debug("client \(client.label): subscription \(id) on display \(d.id) at divisor \(sub.divisor)\(sub.paused ? ", paused" : "")")
         updateVBlank(d)  // first, so vblanks are requested by the time the client hears back
         send(subscribed(sub).encoded(), to: client)

@@ -20,6 +20,9 @@ final class Subscription {
     var skipped: UInt32 = 0
     /// Sequence of the last due tick, to count due ticks that never came.
     var lastDueSequence: UInt64?
+    /// How many subscriptions its user already had on the display when it was made: the send
+    /// order within a tick (see `Display.insertFairly`).
+    var fairRank = 0
 
     init(id: UInt32, client: Client, display: Display, range: FrameRateRange, divisor: UInt32, paused: Bool) {
         self.id = id; self.client = client; self.display = display

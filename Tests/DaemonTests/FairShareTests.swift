@@ -14,7 +14,7 @@ struct FairShareTests {
 
     /// Connects `connections` times, subscribes each `subscriptions` times at full rate, tries
     /// one connection and one subscription too many, says "ready", then reads everything for
-    /// `seconds`.
+    /// `seconds`, keeping up, as a well-behaved heavy user would.
     static let hog = """
         import select, socket, struct, sys, time
         path, n, per, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
@@ -28,12 +28,25 @@ struct FairShareTests {
             t, m = answer(s)
             if t != 0x101: print("connection", i, "not welcomed: type %#x" % t, m[12:].decode(errors="replace")); sys.exit(1)
             socks.append(s)
-        extra = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); extra.connect(path); extra.send(HELLO)
+        # Refused at accept, before any HELLO (sending one into the closing socket would race a reset).
+        extra = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); extra.settimeout(5); extra.connect(path)
         t, m = answer(extra)
         print("extra connection: type %#x code %d: %s" % (t, struct.unpack_from("<H", m, 8)[0], m[12:].decode(errors="replace")), flush=True)
-        for i, s in enumerate(socks):
+        # Every subscription answered before one more is asked for, so the one refused is 999.
+        for s in socks:
             for k in range(per): sub(s, k + 1)
+            answered = 0
+            while answered < per:
+                t, m = answer(s)
+                if t == 0x104: answered += 1
+                elif t == 0x107: print("subscription refused early:", m[16:].decode(errors="replace")); sys.exit(1)
         sub(socks[0], 999)
+        while True:
+            t, m = answer(socks[0])
+            if t == 0x107:
+                print("error %d %d %s" % (struct.unpack_from("<H", m, 8)[0], struct.unpack_from("<I", m, 12)[0], m[16:].decode(errors="replace")), flush=True)
+                break
+            if t == 0x104: print("subscription 999 was accepted"); break
         print("ready", flush=True)
         ticks, errors, end = 0, [], time.time() + seconds
         while time.time() < end:
@@ -99,7 +112,7 @@ struct FairShareTests {
         try #require(Self.canSwitchUsers, "CI must run this test as root with setpriv (util-linux): it needs two real uids")
         let gid = try #require(getgrnam("nogroup")?.pointee.gr_gid, "no group 'nogroup' to run the clients in")
         // 10 slots in all, 8 for one user, 16 subscriptions a user: the hog takes all it may.
-        let daemon = try DaemonProcess(hertz: 120, extra: [
+        let daemon = try DaemonProcess(hertz: 60, extra: [
             "--group", "nogroup", "--max-clients", "10", "--max-clients-per-user", "8", "--max-subscriptions-per-user", "16",
         ], logLevel: "info")
         defer { daemon.stop() }
@@ -111,7 +124,7 @@ struct FairShareTests {
         var unloaded: [Int] = [], loaded: [Int] = []
         var hogOutput = ""
         for round in 0..<2 {
-            unloaded += try Self.probeLatencies(socket: daemon.socketPath, gid: gid, ticks: 120,
+            unloaded += try Self.probeLatencies(socket: daemon.socketPath, gid: gid, ticks: 90,
                                                 output: dir.appendingPathComponent("probe-idle-\(round).out"))
             let hogURL = dir.appendingPathComponent("hog-\(round).out")
             let hog = try Self.launch(Self.hog, uid: Self.hogUID, gid: gid, [daemon.socketPath, "8", "2", "6"], output: hogURL)
@@ -121,7 +134,7 @@ struct FairShareTests {
                 try #require(hog.isRunning && Date() < ready, "the hog did not get ready: \((try? String(contentsOf: hogURL, encoding: .utf8)) ?? "")")
                 usleep(20_000)
             }
-            loaded += try Self.probeLatencies(socket: daemon.socketPath, gid: gid, ticks: 120,
+            loaded += try Self.probeLatencies(socket: daemon.socketPath, gid: gid, ticks: 90,
                                               output: dir.appendingPathComponent("probe-loaded-\(round).out"))
             hog.waitUntilExit()
             hogOutput = (try? String(contentsOf: hogURL, encoding: .utf8)) ?? ""
@@ -134,12 +147,12 @@ struct FairShareTests {
         // Its seventeenth subscription was refused (code 7), its sixteen ran.
         #expect(hogOutput.contains("error 7 999 uid \(Self.hogUID) holds 16 subscriptions, the per-user limit"), "\(hogOutput)")
         let hogTicks = hogOutput.split(separator: "\n").first { $0.hasPrefix("hog ticks ") }.flatMap { Int($0.dropFirst(10)) } ?? 0
-        #expect(hogTicks > 16 * 120 * 2, "the hog's 16 subscriptions ticked (\(hogTicks) ticks in ~6 s)")
+        #expect(hogTicks > 16 * 60 * 2, "the hog's 16 subscriptions ticked (\(hogTicks) ticks in ~6 s)")
         #expect(daemon.log.contains("uid \(Self.hogUID) is at the per-user cap of 8 connections (--max-clients-per-user)"))
         #expect(daemon.log.contains("client connected: pid") && daemon.log.contains("uid \(Self.otherUID)"))
 
         let (idle, busy) = (Self.median(unloaded), Self.median(loaded))
         print("fair share: the other user's tick latency p50 \(idle) µs unloaded, \(busy) µs with one user at its caps (\(hogTicks) hog ticks)")
-        #expect(Double(busy) <= 1.5 * Double(idle) + 100, "p50 \(busy) µs with the hog vs \(idle) µs without")
+        #expect(Double(busy) <= 1.5 * Double(idle), "p50 \(busy) µs with the hog vs \(idle) µs without")
     }
 }
