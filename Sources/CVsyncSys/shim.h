@@ -5,7 +5,9 @@
 #ifndef VSYNC_SYS_SHIM_H
 #define VSYNC_SYS_SHIM_H
 
-#define _GNU_SOURCE 1
+// No _GNU_SOURCE here: it would change glibc's structs (fd_set) from what Swift's Glibc module
+// sees, and a module that imports both would not build. The few GNU-only pieces (recvmmsg,
+// MSG_WAITFORONE) are reached through their stable Linux ABI instead.
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
@@ -14,6 +16,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <sys/un.h>
@@ -71,11 +74,13 @@ static inline ssize_t vsync_sys_send(int fd, const void *bytes, size_t count) {
 /// there; a signal ends the wait with -EINTR. Returns how many were read (their lengths in
 /// `lengths`; a length of 0 is the peer's orderly close), or -errno.
 #define VSYNC_SYS_BATCH 16
+#define VSYNC_SYS_MSG_WAITFORONE 0x10000
+struct vsync_sys_mmsghdr { struct msghdr msg_hdr; unsigned int msg_len; }; /* the kernel's struct mmsghdr */
 static inline int vsync_sys_recv_batch(int fd, unsigned char *buffers, size_t size, int count, int *lengths, int wait) {
-    struct mmsghdr msgs[VSYNC_SYS_BATCH];
+    struct vsync_sys_mmsghdr msgs[VSYNC_SYS_BATCH];
     struct iovec iov[VSYNC_SYS_BATCH];
     if (count > VSYNC_SYS_BATCH) count = VSYNC_SYS_BATCH;
-    memset(msgs, 0, sizeof(struct mmsghdr) * (size_t)count);
+    memset(msgs, 0, sizeof(struct vsync_sys_mmsghdr) * (size_t)count);
     for (int i = 0; i < count; i++) {
         iov[i].iov_base = buffers + (size_t)i * size;
         iov[i].iov_len = size;
@@ -84,9 +89,9 @@ static inline int vsync_sys_recv_batch(int fd, unsigned char *buffers, size_t si
     }
     int n;
     if (wait) {
-        n = recvmmsg(fd, msgs, (unsigned)count, MSG_WAITFORONE, NULL);
+        n = (int)syscall(SYS_recvmmsg, fd, msgs, (unsigned)count, VSYNC_SYS_MSG_WAITFORONE, NULL);
     } else {
-        do n = recvmmsg(fd, msgs, (unsigned)count, MSG_DONTWAIT, NULL);
+        do n = (int)syscall(SYS_recvmmsg, fd, msgs, (unsigned)count, MSG_DONTWAIT, NULL);
         while (n < 0 && errno == EINTR);
     }
     if (n < 0) return -errno;
@@ -139,7 +144,17 @@ static inline const char *vsync_sys_getenv(const char *name) { return getenv(nam
 
 static inline const char *vsync_sys_strerror(int code) { return strerror(code); }
 
-/// The program's short name (glibc sets it from argv[0]), for the daemon's log.
-static inline const char *vsync_sys_program_name(void) { return program_invocation_short_name; }
+/// The program's name (the kernel's comm, as ps shows it) into `buffer`, NUL-terminated; "" if
+/// /proc is not there. For the daemon's log.
+static inline void vsync_sys_program_name(char *buffer, int size) {
+    buffer[0] = 0;
+    int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    ssize_t n = read(fd, buffer, (size_t)(size - 1));
+    close(fd);
+    if (n <= 0) return;
+    while (n > 0 && (buffer[n - 1] == '\n' || buffer[n - 1] == 0)) n--;
+    buffer[n] = 0;
+}
 
 #endif

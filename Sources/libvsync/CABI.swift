@@ -79,7 +79,12 @@ public func vsync_client_connect(_ path: UnsafePointer<CChar>?, _ out: UnsafeMut
 }
 
 /// This program's name, for the daemon's log.
-func processName() -> String { String(cString: vsync_sys_program_name()) }
+func processName() -> String {
+    var buffer = [CChar](repeating: 0, count: 64)
+    vsync_sys_program_name(&buffer, Int32(buffer.count))
+    let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return name.isEmpty ? "libvsync" : name
+}
 
 @_cdecl("vsync_client_get_fd")
 public func vsync_client_get_fd(_ c: OpaquePointer?) -> Int32 {

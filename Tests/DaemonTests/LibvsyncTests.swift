@@ -14,18 +14,8 @@ struct LibvsyncTests {
     /// The built library, next to the other products.
     static func library() throws -> String { try DaemonProcess.binary("libvsync.so") }
 
-    /// Runs a command through /usr/bin/env; status and combined output.
     static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = environment.map { "\($0.key)=\($0.value)" }.sorted() + arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        try Command.run(arguments, environment: environment)
     }
 
     /// The Swift toolchain's root (the real path of `swift`, up from usr/bin), which programs

@@ -8,19 +8,7 @@ struct SystemdUnitTests {
     static let repository = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    /// Runs a command; returns its status and combined output.
-    static func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-    }
+    static func run(_ arguments: [String]) throws -> (status: Int32, output: String) { try Command.run(arguments) }
 
     /// Installs the built binaries and the units into a staging directory with install.sh.
     static func stage() throws -> URL {
