@@ -36,9 +36,7 @@ extension Server {
     /// Sends REFUSED tooManyClients and closes. Logged at most once a second with a count, so a
     /// flood of connections cannot flood the log.
     func refuse(_ fd: Int32, pid: Int32, uid: UInt32, _ message: String, log: String) {
-        let refusal = ServerMessage.refused(Refusal(code: .tooManyClients, message: message))
-        _ = refusal.encoded().withUnsafeBytes { Client.send(fd, $0.baseAddress, $0.count) }
-        close(fd)
+        // Logged before the client can see the refusal, so the log never lags what it saw.
         refusalsSinceLog += 1
         let now = monotonicNow()
         if now &- lastRefusalLogNs >= 1_000_000_000 {
@@ -47,6 +45,9 @@ extension Server {
             lastRefusalLogNs = now
             refusalsSinceLog = 0
         }
+        let refusal = ServerMessage.refused(Refusal(code: .tooManyClients, message: message))
+        _ = refusal.encoded().withUnsafeBytes { Client.send(fd, $0.baseAddress, $0.count) }
+        close(fd)
     }
 
     func acceptClients() {

@@ -41,7 +41,11 @@ struct MeasureCommand: ParsableCommand {
             }
             if json { try Output.json(report) } else { report.text.forEach(Output.line) }
         } catch let error as DRMError {
-            throw Failure.exit(error)
+            // VsyncDRM's lines name no tool's flags; measure says how to pick another CRTC.
+            switch error.kind {
+            case .crtcOff, .timedOut: throw Failure.exit(error.description + "; measure another with --crtc ID")
+            default: throw Failure.exit(error)
+            }
         }
     }
 }
