@@ -56,7 +56,14 @@ extension VsyncClient {
             minVersion: WireProtocol.minimumVersion, maxVersion: WireProtocol.currentVersion,
             clientName: configuration.clientName))
         let sent = hello.encoded().withUnsafeBytes { vsync_sys_send(fd, $0.baseAddress, $0.count) }
-        if sent < 0 { fail(.forErrno(Int32(-sent), path: socketPath), now: now) }
+        guard sent < 0 else { return }
+        if -sent == EPIPE || -sent == ECONNRESET {
+            // A full daemon refuses at accept, sends REFUSED and closes before HELLO arrives:
+            // read that reason rather than report a bare broken pipe.
+            _ = drain()
+            if socketFD < 0 { return }
+        }
+        fail(.forErrno(Int32(-sent), path: socketPath), now: now)
     }
 
     /// Closes the socket; the subscriptions stay and are renewed on the next connection.

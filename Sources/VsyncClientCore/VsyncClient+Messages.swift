@@ -12,6 +12,7 @@ extension VsyncClient {
         let size = WireProtocol.maxMessageSize
         var closed = false
         var wait: Int32 = waiting ? 1 : 0
+        var resetSeen = false
         reading: while socketFD >= 0 {
             let fd = socketFD
             let count = buffers.withUnsafeMutableBytes { raw in
@@ -22,6 +23,13 @@ extension VsyncClient {
             }
             wait = 0
             if count < 0 {
+                // A reset is reported once, ahead of what is still queued: read on for the
+                // daemon's last word (a REFUSED or an ERROR sent just before it closed).
+                if -count == ECONNRESET && !resetSeen {
+                    resetSeen = true
+                    closed = true
+                    continue
+                }
                 // Nothing waiting, or a signal ended the wait: neither is the connection's fault.
                 if -count != EAGAIN && -count != EWOULDBLOCK && -count != EINTR { closed = true }
                 break

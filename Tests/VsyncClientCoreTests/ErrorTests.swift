@@ -98,6 +98,30 @@ struct ErrorTests {
         #expect(other.connect(timeoutNs: 100_000_000) == .connectionFailed(socketPath: "/scripted", errno: ETIMEDOUT))
         #expect(Core.now() - started >= 90_000_000)
     }
+
+    @Test func aRefusalSentJustBeforeTheDaemonClosesIsReadNotLost() throws {
+        let refusal = ServerMessage.refused(Refusal(code: .tooManyClients, message: "full"))
+        // At accept: the daemon refuses and closes before HELLO arrives, so sending HELLO fails
+        // with EPIPE while the refusal waits unread.
+        let atAccept = ScriptedServer()
+        atAccept.onConnect = { server in
+            server.send(refusal)
+            server.hangUp()
+        }
+        let early = try Core.client(atAccept)
+        #expect(early.connect(timeoutNs: 2_000_000_000) == .refused(reason: "full"))
+
+        // After HELLO: the daemon refuses and closes with HELLO unread, so the client's first
+        // read fails with ECONNRESET ahead of the refusal still queued behind it.
+        let afterHello = ScriptedServer()
+        let late = try Core.client(afterHello)
+        let id = late.subscribe(.primary, range: .default)  // connects and sends HELLO, reads nothing
+        afterHello.send(refusal)
+        afterHello.hangUp()
+        late.dispatch(timeoutMs: 1000)
+        let errors = Core.errors(Core.events(late))
+        #expect(errors.count == 1 && errors.first?.0 == id && errors.first?.1 == .refused(reason: "full"), "\(errors)")
+    }
 }
 
 /// A connector-call counter the connector closure can share.
@@ -118,3 +142,4 @@ final class NSLockish: @unchecked Sendable {
         return body()
     }
 }
+
