@@ -92,6 +92,8 @@ let package = Package(
                     "-L", embeddedLibDir,
                     "-Xlinker", "-soname=libvsync.so.0",
                     "-Xlinker", "--no-undefined",
+                    // Bind every symbol at load, so RELRO covers the whole GOT (Debian's hardening).
+                    "-Xlinker", "-z", "-Xlinker", "now",
                     "-Xlinker", "--version-script=\(Context.packageDirectory)/Sources/libvsync/vsync.map",
                 ]),
             ]
@@ -99,7 +101,7 @@ let package = Package(
         .target(
             name: "VsyncProbe",
             dependencies: [
-                "VsyncCore", "VsyncDRM", "DisplayLink",
+                "VsyncCore", "VsyncDRM", "VsyncClientCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -1,13 +1,15 @@
 import ArgumentParser
-import DisplayLink
-import Foundation
+import Glibc
+import Synchronization
+import VsyncClientCore
 import VsyncCore
 
-/// `vsync-probe follow`: a DisplayLink client that prints every tick vsyncd sends it.
+/// `vsync-probe follow`: a client on the same core as DisplayLink and libvsync (one socket,
+/// dispatch on this thread) that prints every tick vsyncd sends it.
 struct FollowCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "follow",
-        abstract: "Follow a display's ticks through vsyncd with a DisplayLink and print each one.",
+        abstract: "Follow a display's ticks through vsyncd as a client and print each one.",
         discussion: """
             Runs until --frames ticks or Ctrl-C, then prints a summary: achieved rate, ticks, \
             skipped frames and tick latency (when the library read the tick minus its vblank \
@@ -69,28 +71,42 @@ struct FollowCommand: ParsableCommand {
 
     func run() throws {
         let selector = try Self.parseSelector(display)
-        let follower = Follower(json: json, limit: frames)
-        let link = DisplayLink(display: selector, socketPath: socket) { link in follower.tick(link) }
+        var rate = FrameRateRange.default
         if let range {
-            link.preferredFrameRateRange = try Self.parseRange(range)
+            rate = try Self.parseRange(range)
         } else if let fps {
-            link.preferredFramesPerSecond = fps
+            rate = FrameRateRange(preferredFramesPerSecond: fps)
         }
-        link.errorHandler = { error in follower.failed(error) }
-        link.displayChangeHandler = { change in follower.displayChanged(change) }
+        let path = VsyncClient.resolvedSocketPath(socket)
+        let client: VsyncClient
+        do {
+            client = try VsyncClient(VsyncClient.Configuration(socketPath: path, clientName: "vsync-probe"))
+        } catch {
+            throw Failure.exit(error.description)
+        }
+        var follower = Follower(json: json, limit: frames)
+        Interrupt.install()
+        _ = client.subscribe(selector, range: rate)
+        // Ctrl-C ends the run with a summary, like --frames; the signal ends the wait in dispatch.
+        while !follower.isDone && !Interrupt.received {
+            client.dispatch(timeoutMs: -1)
+            while let event = client.nextEvent() { follower.handle(event) }
+        }
+        if let fatal = follower.fatal { throw Failure.exit(fatal.description) }
+        follower.printSummary(requested: range ?? fps.map(String.init) ?? "max")
+    }
+}
 
-        // Ctrl-C ends the run with a summary, like --frames.
-        signal(SIGINT, SIG_IGN)
-        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        interrupt.setEventHandler { follower.finish() }
-        interrupt.resume()
+/// SIGINT, caught without SA_RESTART so that it ends a blocking read or wait at once.
+enum Interrupt {
+    private static let flag = Atomic<Bool>(false)
+    static var received: Bool { flag.load(ordering: .relaxed) }
 
-        link.start(on: DispatchQueue(label: "vsync-probe.follow", qos: .userInteractive))
-        follower.waitUntilDone()
-        link.invalidate()
-        interrupt.cancel()
-
-        if let fatal = follower.fatalError { throw Failure.exit(fatal.description) }
-        follower.printSummary(link: link, requested: range ?? fps.map(String.init) ?? "max")
+    static func install() {
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = { _ in Interrupt.flag.store(true, ordering: .relaxed) }
+        sigemptyset(&action.sa_mask)
+        action.sa_flags = 0
+        sigaction(SIGINT, &action, nil)
     }
 }
