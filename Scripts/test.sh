@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs, builds the vkms kernel for the VM test bed
-# (cached in /var/cache/vsyncd), builds everything, and runs unit, daemon and VM tests.
+# (cached in /var/cache/vsyncd), builds everything and the Debian packages (checked by lintian),
+# and runs unit, daemon, package and VM tests.
 #
 #   Scripts/test.sh            # everything
 #   Scripts/test.sh --filter X # only tests matching X (passed to `swift test`)
@@ -12,7 +13,8 @@ repo=$(dirname "$here")
 cd "$repo"
 
 ensure_packages pkg-config libdrm-dev libdrm-tests qemu-system-x86 systemd g++ binutils util-linux \
-  linux-source-6.1 bc flex bison libelf-dev libssl-dev xz-utils make gcc
+  linux-source-6.1 bc flex bison libelf-dev libssl-dev xz-utils make gcc \
+  debhelper dpkg-dev lintian groff-base
 command -v swift >/dev/null || die "swift not found: install Swift 6.1 or newer (https://swift.org/install) and put it on PATH"
 
 log "kernel for the VM test bed"
@@ -21,6 +23,10 @@ log "kernel: $kernel"
 
 log "building"
 swift build --build-tests
+
+# The packages' own tests (PackageTests) and the VM's systemd test install them.
+log "Debian packages (Scripts/package.sh: a static release build, then lintian)"
+"$here/package.sh" --out "$repo/out/deb"
 
 if [ $# -eq 0 ]; then
   log "short fuzz run of both protocol decoders (the full run: Scripts/fuzz.sh)"
