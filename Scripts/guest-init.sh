@@ -11,6 +11,7 @@
 #   3. runs the command with stdout on ttyS1 and stderr on ttyS2 (raw, so bytes pass unchanged
 #      and live to the host's stdout/stderr), while the kernel console stays on ttyS0;
 #   4. powers off with `reboot -f` (qemu runs with -no-reboot, so it exits).
+# With vm-run.sh --systemd, step 3 is systemd's instead: see guest-systemd.sh.
 # If anything here fails, PID 1 exits, the kernel panics, and panic=-1 ends qemu at once:
 # vm-run.sh then reports that no status came back instead of waiting for its timeout.
 set -u
@@ -56,6 +57,13 @@ done
 
 # Tell the host the guest is up (vm-run.sh words its timeout error after this).
 cut -d' ' -f1 /proc/uptime > "$new/run/vm-run/up"
+
+# vm-run.sh --systemd: systemd becomes PID 1 on the overlay and runs the command as a unit.
+if grep -qw 'vsyncd.guest=systemd' /proc/cmdline; then
+  # shellcheck source=Scripts/guest-systemd.sh
+  . "$(dirname "$0")/guest-systemd.sh"
+  boot_systemd "$new"   # does not return
+fi
 say "running command"
 # env -i: the command sees only what cmd.sh exports, not the kernel's environment for PID 1.
 chroot "$new" /usr/bin/env -i /bin/bash /run/vm-run/cmd.sh \

@@ -30,6 +30,8 @@ options:
   --console FILE    write the kernel console log to FILE (default: a temp file, kept and
                     named on failure only)
   --env NAME=VALUE  set a variable in the guest (repeatable)
+  --systemd         boot systemd as PID 1 (on the same overlay) and run COMMAND as its unit
+                    vm-run.service: for testing units under real systemd
   -h, --help        show this text
 
 exit status: COMMAND's status; 125 if the guest did not come up, COMMAND did not finish in
@@ -38,7 +40,7 @@ time, or the guest died without reporting a status (the console log's tail is pr
 EOF
 }
 
-timeout=300 smp=2 mem=1024 console="" envs=()
+timeout=300 smp=2 mem=1024 console="" envs=() extra_append=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --timeout) timeout=${2:?--timeout needs SEC}; shift 2 ;;
@@ -46,6 +48,7 @@ while [ $# -gt 0 ]; do
     --mem) mem=${2:?--mem needs MB}; shift 2 ;;
     --console) console=${2:?--console needs FILE}; shift 2 ;;
     --env) envs+=("${2:?--env needs NAME=VALUE}"); shift 2 ;;
+    --systemd) extra_append=" vsyncd.guest=systemd systemd.unit=vm-run.service"; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; break ;;
     *) echo "vm-run: unknown option '$1': the command goes after --; see --help" >&2; exit 125 ;;
@@ -133,7 +136,7 @@ start=$EPOCHREALTIME
 qemu-system-x86_64 \
   -accel tcg -smp "$smp" -m "$mem" -nodefaults -no-user-config -display none -no-reboot \
   -kernel "$kernel" \
-  -append "console=ttyS0 root=root rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=262144,cache=loose ro init=$here/guest-init.sh panic=-1" \
+  -append "console=ttyS0 root=root rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=262144,cache=loose ro init=$here/guest-init.sh panic=-1$extra_append" \
   -fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap \
   -device virtio-9p-pci,fsdev=root,mount_tag=root \
   -fsdev local,id=vmrun,path="$run/share",security_model=none \

@@ -26,14 +26,16 @@ enum GuestVM {
     /// Boots a guest, runs `command` in it (cwd: the repository root) and returns its output and
     /// exit status. Throws `GuestVMError` when the test bed itself fails (no qemu or kernel, guest
     /// not up, timeout), never a mere non-zero status of the command.
+    /// With `systemd`, systemd is the guest's PID 1 and runs `command` as a unit (vm-run.sh --systemd).
     static func run(
-        _ command: [String], timeout: Int = 300, env: [String: String] = [:]
+        _ command: [String], timeout: Int = 300, env: [String: String] = [:], systemd: Bool = false
     ) async throws -> GuestResult {
         let script = script.path
         guard FileManager.default.isExecutableFile(atPath: script) else {
             throw GuestVMError.scriptMissing(path: script)
         }
         var arguments = ["--timeout", String(timeout)]
+        if systemd { arguments.append("--systemd") }
         for (name, value) in env.sorted(by: { $0.key < $1.key }) {
             arguments += ["--env", "\(name)=\(value)"]
         }
