@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the release products into .build/release:
-#   vsyncd, vsync-probe   the Swift standard library (and Foundation) linked in, so they run on
+#   vsyncd, vsync-probe   the Swift runtime (and FoundationEssentials) linked in, so they run on
 #                         a machine without a Swift toolchain (they need libdrm, libstdc++, libc)
 #   libvsync.so           Embedded Swift, needs only libc
 #   libDisplayLinkShared.so   the Swift client library (needs the Swift runtime; --no-swift-library skips it)

@@ -54,9 +54,7 @@ install -m 0644 docs/man/vsync-probe.1 "$root/share/man/man1/"
 # The client library for apps built outside SwiftPM: the shared library and its modules
 # (swiftc -I LIBDIR/swift/vsyncd -L LIBDIR -lDisplayLinkShared). SwiftPM users depend
 # on this package's DisplayLink product instead.
-if [ $swiftlib -eq 0 ]; then
-  :
-elif [ -e "$bin/libDisplayLinkShared.so" ]; then
+if [ $swiftlib -eq 1 ] && [ -e "$bin/libDisplayLinkShared.so" ]; then
   install -m 0755 "$bin/libDisplayLinkShared.so" "$lib/"
   install -d "$lib/swift/vsyncd"
   for m in DisplayLink VsyncClientCore VsyncCore; do
@@ -67,7 +65,7 @@ elif [ -e "$bin/libDisplayLinkShared.so" ]; then
   # The client core's libc shim: the compiler loads it with VsyncClientCore's module.
   install -d "$lib/swift/vsyncd/CVsyncSys"
   install -m 0644 Sources/CVsyncSys/module.modulemap Sources/CVsyncSys/shim.h "$lib/swift/vsyncd/CVsyncSys/"
-else
+elif [ $swiftlib -eq 1 ]; then
   log "no libDisplayLinkShared.so in $bin: library not installed (build it with 'swift build --product DisplayLinkShared')"
 fi
 # libvsync, for C, C++, Rust and Python: the real file, its SONAME link and the development
