@@ -119,11 +119,13 @@ struct FairShareTests {
         chmod(daemon.directory.path, 0o755)
         let dir = daemon.directory
 
-        // Unloaded first, then with the hog at its caps, then unloaded and loaded again, so a
-        // drift in the machine's load hits both sides.
-        var unloaded: [Int] = [], loaded: [Int] = []
+        // Unloaded, then with the hog at its caps, in three alternating rounds, so a drift in
+        // the machine's load hits both sides; the verdict is the middle round's ratio, so one
+        // round disturbed by something else on a 2-core machine cannot decide it.
+        var unloaded: [Int] = [], loaded: [Int] = [], ratios: [Double] = []
         var hogOutput = ""
-        for round in 0..<2 {
+        for round in 0..<3 {
+            let idleBefore = unloaded.count, loadedBefore = loaded.count
             unloaded += try Self.probeLatencies(socket: daemon.socketPath, gid: gid, ticks: 90,
                                                 output: dir.appendingPathComponent("probe-idle-\(round).out"))
             let hogURL = dir.appendingPathComponent("hog-\(round).out")
@@ -139,6 +141,7 @@ struct FairShareTests {
             hog.waitUntilExit()
             hogOutput = (try? String(contentsOf: hogURL, encoding: .utf8)) ?? ""
             #expect(hog.terminationStatus == 0, "\(hogOutput)")
+            ratios.append(Double(Self.median(Array(loaded[loadedBefore...]))) / Double(Self.median(Array(unloaded[idleBefore...]))))
         }
 
         // The hog's ninth connection was refused for its uid, with the reason and the fix.
@@ -152,7 +155,9 @@ struct FairShareTests {
         #expect(daemon.log.contains("client connected: pid") && daemon.log.contains("uid \(Self.otherUID)"))
 
         let (idle, busy) = (Self.median(unloaded), Self.median(loaded))
-        print("fair share: the other user's tick latency p50 \(idle) µs unloaded, \(busy) µs with one user at its caps (\(hogTicks) hog ticks)")
-        #expect(Double(busy) <= 1.5 * Double(idle), "p50 \(busy) µs with the hog vs \(idle) µs without")
+        let ratio = ratios.sorted()[ratios.count / 2]
+        let rounds = ratios.map { String(format: "%.2f", $0) }.joined(separator: ", ")
+        print("fair share: the other user's tick latency p50 \(idle) µs unloaded, \(busy) µs with one user at its caps (\(hogTicks) hog ticks); loaded/unloaded by round \(rounds)")
+        #expect(ratio <= 1.5, "loaded/unloaded p50 by round: \(rounds) (all rounds: \(busy) µs with the hog vs \(idle) µs without)")
     }
 }
