@@ -36,8 +36,10 @@ public final class VsyncClient {
         /// is found again well within a second.
         public var initialBackoffNs: UInt64 = 50_000_000
         public var maximumBackoffNs: UInt64 = 500_000_000
-        /// A daemon that accepts but never answers HELLO is given up on after this long.
-        public var handshakeTimeoutNs: UInt64 = 2_000_000_000
+        /// A daemon that accepts but never answers HELLO is given up on after this long. Under
+        /// socket activation the first client's HELLO waits while systemd starts the daemon,
+        /// which can take seconds on a slow machine (4.5 s seen under qemu TCG).
+        public var handshakeTimeoutNs: UInt64 = 10_000_000_000
         /// With no subscriptions left the socket stays open this long, so an app that ends a
         /// link and makes a new one does not pay for a new handshake.
         public var idleCloseNs: UInt64 = 1_000_000_000

@@ -1,3 +1,4 @@
+import Glibc
 import VsyncClientCore
 import VsyncCore
 
@@ -100,6 +101,9 @@ struct Follower {
     /// Errors that end the run: nothing will ever tick. Others (daemon restarted) are warnings.
     private mutating func failed(_ error: ClientError) {
         switch error {
+        case .connectionFailed(_, let errno) where errno == ETIMEDOUT:
+            // No answer yet, not no daemon: the client keeps trying (a slow socket-activated start).
+            break
         case .noDaemon, .permissionDenied, .refused, .displayNotFound, .connectionFailed:
             // Before the first tick these mean the run cannot start; later the client retries.
             if ticks == 0 { fatal = error; return }
