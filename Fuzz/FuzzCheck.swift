@@ -102,7 +102,7 @@ private func checkFraming(_ data: UnsafeRawBufferPointer, type: UInt16) {
     }
     let size = Int(data[2]) | Int(data[3]) << 8
     guard size == data.count else { fuzzFailure("accepted size field \(size) for a \(data.count)-byte datagram") }
-    if let known = MessageType(rawValue: type), data.count < known.knownSize {
-        fuzzFailure("accepted a \(data.count)-byte \(known), shorter than its known size \(known.knownSize)")
+    if let known = MessageType(rawValue: type), data.count < known.minimumSize {
+        fuzzFailure("accepted a \(data.count)-byte \(known), shorter than its minimum size \(known.minimumSize)")
     }
 }

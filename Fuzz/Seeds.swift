@@ -26,7 +26,7 @@ enum Seeds {
             ("subscribe-primary", .subscribe(Subscribe(subscriptionID: 1, selector: .primary, range: .default))),
             ("subscribe-crtc", .subscribe(Subscribe(subscriptionID: 2, selector: .crtc(41), range: range, flags: .startPaused))),
             ("subscribe-connector", .subscribe(Subscribe(subscriptionID: 3, selector: .connector("Virtual-1"), range: FrameRateRange(preferredFramesPerSecond: 30)))),
-            ("subscribe-display", .subscribe(Subscribe(subscriptionID: 4, selector: .display(1), range: range, flags: [.startPaused, .syntheticWhileOff]))),
+            ("subscribe-display", .subscribe(Subscribe(subscriptionID: 4, selector: .display(1), range: range, flags: [.startPaused, .predictWhileOff]))),
             ("set-rate", .setRate(SetRate(subscriptionID: 1, range: range))),
             ("pause", .pause(subscriptionID: 1)),
             ("resume", .resume(subscriptionID: 1)),

@@ -14,6 +14,10 @@ import select
 import sys
 
 
+class Timeline(ctypes.Structure):
+    _fields_ = [("sequence", ctypes.c_uint64), ("presentation_ns", ctypes.c_uint64)]
+
+
 class Frame(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_uint32),
@@ -28,6 +32,10 @@ class Frame(ctypes.Structure):
         ("received_ns", ctypes.c_uint64),
         ("divisor", ctypes.c_uint32),
         ("reserved", ctypes.c_uint32),
+        ("target_sequence", ctypes.c_uint64),
+        ("timeline_count", ctypes.c_uint32),
+        ("reserved2", ctypes.c_uint32),
+        ("timelines", Timeline * 4),
     ]
 
 

@@ -8,14 +8,20 @@ extension DisplayLink {
     /// One frame tick as the link delivers it: the vblank it belongs to and the deadline of the
     /// next one. Times are CLOCK_MONOTONIC, the clock of ``DisplayLink/currentTime()``.
     public struct Frame: Sendable, Equatable {
-        /// The vblank this frame belongs to, in ns.
+        /// The newest vblank, in ns.
         public var timestampNanoseconds: UInt64
-        /// The predicted next vblank at this link's rate, in ns: the deadline for the frame being prepared.
+        /// The predicted time of the vblank this frame is for (``targetSequence``), in ns: the
+        /// deadline for the frame being prepared.
         public var targetTimestampNanoseconds: UInt64
         /// The display's frame interval at its maximum rate, in ns.
         public var durationNanoseconds: UInt64
-        /// The 64-bit vblank sequence number of this frame.
+        /// The 64-bit sequence number of the newest vblank.
         public var sequence: UInt64
+        /// The vblank this frame is for: the next one at the link's rate, or with a
+        /// ``DisplayLink/workDuration`` the one the wake-up was aimed at.
+        public var targetSequence: UInt64
+        /// The target and up to three later vblanks at the link's rate, with predicted times.
+        public var frameTimelines: FrameTimelines
         /// Frames at this link's rate that were not delivered since the previous delivered one
         /// (the daemon's and the library's coalescing together).
         public var skipped: Int
@@ -27,12 +33,17 @@ extension DisplayLink {
         /// A frame from its parts (for tests and replays; links make their own).
         public init(
             timestampNanoseconds: UInt64, targetTimestampNanoseconds: UInt64, durationNanoseconds: UInt64,
-            sequence: UInt64, skipped: Int, flags: Flags, receivedNanoseconds: UInt64
+            sequence: UInt64, skipped: Int, flags: Flags, receivedNanoseconds: UInt64,
+            targetSequence: UInt64? = nil, frameTimelines: FrameTimelines? = nil
         ) {
             self.timestampNanoseconds = timestampNanoseconds
             self.targetTimestampNanoseconds = targetTimestampNanoseconds
             self.durationNanoseconds = durationNanoseconds
             self.sequence = sequence
+            let target = targetSequence ?? sequence &+ 1
+            self.targetSequence = target
+            self.frameTimelines = frameTimelines
+                ?? FrameTimelines([FrameTimeline(sequence: target, presentationNs: targetTimestampNanoseconds)])
             self.skipped = skipped
             self.flags = flags
             self.receivedNanoseconds = receivedNanoseconds
@@ -42,7 +53,8 @@ extension DisplayLink {
             self.init(
                 timestampNanoseconds: frame.timestampNs, targetTimestampNanoseconds: frame.targetTimestampNs,
                 durationNanoseconds: frame.displayIntervalNs, sequence: frame.sequence,
-                skipped: Int(frame.skipped), flags: frame.flags, receivedNanoseconds: frame.receivedNs)
+                skipped: Int(frame.skipped), flags: frame.flags, receivedNanoseconds: frame.receivedNs,
+                targetSequence: frame.targetSequence, frameTimelines: frame.timelines)
         }
 
         /// ``timestampNanoseconds`` in seconds, like `CADisplayLink.timestamp`.
@@ -66,5 +78,8 @@ extension DisplayLink {
         case off
         /// The display turned back on.
         case on
+        /// No such display yet (vsyncd started before the display was lit): frames start when
+        /// it appears, without asking again.
+        case waiting
     }
 }

@@ -71,6 +71,8 @@ public final class DisplayLink: Sendable {
         var range = FrameRateRange.default
         var preferredFramesPerSecond = 0
         var paused = false
+        var workDurationNs: UInt64 = 0
+        var predictsWhileOff = false
         /// The frame of the current (or last) callback.
         var current: Frame?
         var refreshMillihertz: UInt64 = 0
@@ -397,6 +399,45 @@ public final class DisplayLink: Sendable {
         }
     }
 
+    /// How long before its target vblank each frame's callback should run: the time the app
+    /// needs to render and present. Zero (the default) runs the callback just after each vblank,
+    /// as CADisplayLink does; above zero, vsyncd wakes the link at `targetTimestamp − workDuration`
+    /// and `targetTimestamp` is the vblank to present at. It may exceed a frame (frames then
+    /// overlap); at most one second. Needs vsyncd 0.3.0 or later; an older one ignores it.
+    public var workDuration: Duration {
+        get { .nanoseconds(Int64(withState { $0.workDurationNs })) }
+        set {
+            let (seconds, attoseconds) = max(newValue, .zero).components
+            let ns = min(UInt64(seconds) &* 1_000_000_000 &+ UInt64(attoseconds / 1_000_000_000), WorkDuration.maximumNs)
+            withState { s in
+                guard s.workDurationNs != ns else { return }
+                s.workDurationNs = ns
+                if let id = s.subscriptionID { connection.setWorkDuration(id, ns) }
+            }
+        }
+    }
+
+    /// While the display is off (or its driver refuses vblank events), keep calling back at the
+    /// last mode's rate with predicted frames (`Frame.flags` has `.predicted`). Off by default:
+    /// the callbacks stop until the display is on.
+    public var predictsWhileOff: Bool {
+        get { withState { $0.predictsWhileOff } }
+        set {
+            withState { s in
+                guard s.predictsWhileOff != newValue else { return }
+                s.predictsWhileOff = newValue
+                if let id = s.subscriptionID { connection.setPredictWhileOff(id, newValue) }
+            }
+        }
+    }
+
+    /// The current frame's target vblank sequence: the vblank `targetTimestamp` is the time of.
+    public var targetSequence: UInt64 { withState { $0.current?.targetSequence ?? 0 } }
+
+    /// The current frame's presentation candidates: the target, then up to three later vblanks
+    /// at the link's rate. An app that needs longer than one frame aims at a later one.
+    public var frameTimelines: FrameTimelines { withState { $0.current?.frameTimelines ?? FrameTimelines() } }
+
     /// Called with errors (no daemon, display gone, …) on the link's context: its first run
     /// loop, else its queue, else a global queue. The link keeps retrying connection errors
     /// by itself; after `.displayGone` it stays silent until that display is added again.
@@ -417,8 +458,10 @@ public final class DisplayLink: Sendable {
         guard s.valid, s.hasTargets else { return }
         guard s.subscriptionID == nil else { return reportDelivery(&s) }
         s.reportedInlineQueue = s.inlineQueue
-        s.subscriptionID = connection.register(self, selector: display, range: s.range, paused: s.paused,
-                                               inlineQueue: s.reportedInlineQueue)
+        s.subscriptionID = connection.register(
+            self, selector: display, range: s.range, paused: s.paused,
+            flags: s.predictsWhileOff ? .predictWhileOff : [], workDurationNs: s.workDurationNs,
+            inlineQueue: s.reportedInlineQueue)
     }
 
     private func unsubscribeIfUnused(_ s: inout State) {
@@ -558,6 +601,7 @@ public final class DisplayLink: Sendable {
     }
 
     func connectionDidSubscribe(_ answer: Subscribed) {
+        if answer.isWaiting { return post(.change(.waiting)) }
         withState { s in
             s.refreshMillihertz = answer.display.refreshMillihertz
             s.displayIntervalNs = answer.displayIntervalNs

@@ -117,10 +117,10 @@ final class DisplayLinkConnection: Sendable {
     // MARK: Called by links (any thread, with the link's lock held)
 
     func register(_ link: DisplayLink, selector: DisplaySelector, range: FrameRateRange, paused: Bool,
-                  inlineQueue: DispatchQueue?) -> UInt32? {
+                  flags: SubscribeFlags, workDurationNs: UInt64, inlineQueue: DispatchQueue?) -> UInt32? {
         let (id, startThread, failure) = withCore { s -> (UInt32?, Bool, DisplayLinkError?) in
             guard let client = s.client else { return (nil, false, s.coreError) }
-            let id = client.subscribe(selector, range: range, paused: paused)
+            let id = client.subscribe(selector, range: range, paused: paused, flags: flags, workDurationNs: workDurationNs)
             s.links[id] = Registration(link: link, inlineQueue: inlineQueue)
             s.updateSoleQueue()
             let start = !s.threadStarted
@@ -163,6 +163,14 @@ final class DisplayLinkConnection: Sendable {
 
     func setPaused(_ id: UInt32, _ paused: Bool) {
         withCore { s in s.client?.setPaused(id, paused) }
+    }
+
+    func setWorkDuration(_ id: UInt32, _ ns: UInt64) {
+        withCore { s in s.client?.setWorkDuration(id, ns) }
+    }
+
+    func setPredictWhileOff(_ id: UInt32, _ on: Bool) {
+        withCore { s in s.client?.setPredictWhileOff(id, on) }
     }
 
     // MARK: The reader thread

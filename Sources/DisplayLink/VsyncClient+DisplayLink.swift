@@ -1,4 +1,5 @@
 import VsyncClientCore
+import VsyncCore
 
 // The fd + dispatch form, for Swift render loops that already poll (a game loop, an epoll
 // loop, GLib): no reader thread, no locks, callbacks-by-events on the caller's thread. It is the
@@ -22,3 +23,7 @@ public typealias VsyncClient = VsyncClientCore.VsyncClient
 public typealias ClientEvent = VsyncClientCore.ClientEvent
 /// One frame from ``VsyncClient``: the newest tick of a subscription, with the skipped count.
 public typealias ClientFrame = VsyncClientCore.ClientFrame
+/// One presentation candidate: a vblank at the link's rate and its predicted time.
+public typealias FrameTimeline = VsyncCore.FrameTimeline
+/// Up to four presentation candidates, the target first (``DisplayLink/Frame/frameTimelines``).
+public typealias FrameTimelines = VsyncCore.FrameTimelines

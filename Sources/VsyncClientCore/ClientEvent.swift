@@ -7,12 +7,18 @@ import VsyncCore
 public struct ClientFrame: Sendable, Equatable {
     public var subscriptionID: UInt32
     public var displayID: UInt32
-    /// The 64-bit vblank sequence; a multiple of `divisor`.
+    /// The 64-bit sequence of the newest vblank (without a work duration: a multiple of `divisor`).
     public var sequence: UInt64
-    /// The vblank this frame belongs to (CLOCK_MONOTONIC ns).
+    /// When that vblank happened (CLOCK_MONOTONIC ns).
     public var timestampNs: UInt64
-    /// The predicted next vblank at the subscription's rate: the deadline.
+    /// The predicted time of vblank `targetSequence`, the one this frame is for: the deadline.
     public var targetTimestampNs: UInt64
+    /// The vblank the frame is for: `sequence + divisor`, or with a work duration the vblank the
+    /// wake-up was aimed at.
+    public var targetSequence: UInt64
+    /// The target and up to three later vblanks at the subscription's rate, with predicted
+    /// times: an app that needs longer aims at a later one.
+    public var timelines: FrameTimelines
     /// The display's frame interval.
     public var displayIntervalNs: UInt64
     /// `divisor × displayIntervalNs`.
@@ -31,6 +37,8 @@ public struct ClientFrame: Sendable, Equatable {
         sequence = tick.sequence
         timestampNs = tick.timestampNs
         targetTimestampNs = tick.targetTimestampNs
+        targetSequence = tick.targetSequence
+        timelines = tick.timelines
         displayIntervalNs = tick.displayIntervalNs
         clientIntervalNs = tick.clientIntervalNs
         let total = UInt64(tick.skipped) + UInt64(replaced)
@@ -68,4 +76,9 @@ public struct SubscriptionInfo: Sendable, Equatable {
     /// The divisor and display interval from the last SUBSCRIBED, mode change or tick; 0 before.
     public var divisor: UInt32
     public var displayIntervalNs: UInt64
+    /// How long before each target vblank the daemon wakes this subscription (0: after each vblank).
+    public var workDurationNs: UInt64 = 0
+    /// The daemon said the display is not there yet (SUBSCRIBED with display 0); it answers
+    /// again when the display appears.
+    public var isWaiting: Bool { display?.displayID == 0 }
 }

@@ -223,14 +223,18 @@ public final class VsyncClient {
 
     /// Subscribes to `selector` at a rate from `range` and returns the subscription's id. It
     /// is sent now when connected, else after the handshake; every reconnect renews it.
+    /// A `workDurationNs` above 0 asks to be woken that long before each target vblank
+    /// (protocol 2; an older daemon ignores it and wakes the client just after each vblank).
     public func subscribe(
-        _ selector: DisplaySelector, range: FrameRateRange, paused: Bool = false, flags: SubscribeFlags = []
+        _ selector: DisplaySelector, range: FrameRateRange, paused: Bool = false, flags: SubscribeFlags = [],
+        workDurationNs: UInt64 = 0
     ) -> UInt32 {
         var id = nextID
         while id == 0 || subscriptions[id] != nil { id = id == UInt32.max ? 1 : id + 1 }
         nextID = id == UInt32.max ? 1 : id + 1
         let info = SubscriptionInfo(selector: selector, range: range, flags: flags.subtracting(.startPaused),
-                                    paused: paused, active: true, display: nil, divisor: 0, displayIntervalNs: 0)
+                                    paused: paused, active: true, display: nil, divisor: 0, displayIntervalNs: 0,
+                                    workDurationNs: min(workDurationNs, WorkDuration.maximumNs))
         subscriptions[id] = info
         idleSince = nil
         let now = vsync_sys_now_ns()
@@ -250,6 +254,29 @@ public final class VsyncClient {
         info.range = range
         subscriptions[id] = info
         if ready && info.active { send(.setRate(SetRate(subscriptionID: id, range: range))) }
+    }
+
+    /// A new work duration (ns, at most one second; 0: woken just after each vblank). The daemon
+    /// answers with a SUBSCRIBED; a protocol 1 daemon cannot pace, and it is kept for a newer one.
+    public func setWorkDuration(_ id: UInt32, _ ns: UInt64) {
+        guard var info = subscriptions[id] else { return }
+        info.workDurationNs = min(ns, WorkDuration.maximumNs)
+        subscriptions[id] = info
+        if ready && info.active && (welcomeMessage?.version ?? 1) >= 2 {
+            send(.setWorkDuration(SetWorkDuration(subscriptionID: id, workDurationNs: info.workDurationNs)))
+        }
+    }
+
+    /// Predicted frames while the display is off, or not. The daemon takes the flag with a
+    /// subscription, so the subscription is renewed under the same id.
+    public func setPredictWhileOff(_ id: UInt32, _ on: Bool) {
+        guard var info = subscriptions[id], info.flags.contains(.predictWhileOff) != on else { return }
+        if on { info.flags.insert(.predictWhileOff) } else { info.flags.remove(.predictWhileOff) }
+        subscriptions[id] = info
+        if ready && info.active {
+            send(.unsubscribe(subscriptionID: id))
+            send(subscribeMessage(id, info))
+        }
     }
 
     /// Pauses or resumes; paused, the daemon sends nothing, and ticks already on the way are dropped.
@@ -278,6 +305,7 @@ public final class VsyncClient {
 
     func subscribeMessage(_ id: UInt32, _ info: SubscriptionInfo) -> ClientMessage {
         .subscribe(Subscribe(subscriptionID: id, selector: info.selector, range: info.range,
-                             flags: info.paused ? info.flags.union(.startPaused) : info.flags))
+                             flags: info.paused ? info.flags.union(.startPaused) : info.flags,
+                             workDurationNs: info.workDurationNs))
     }
 }

@@ -14,6 +14,8 @@ final class Client {
     /// Set by a successful HELLO.
     var version: UInt16?
     var subscriptions: [UInt32: Subscription] = [:]
+    /// Subscriptions to a display that is not there yet (protocol 2), by id: attached when it appears.
+    var waiting: [UInt32: Subscribe] = [:]
     var outbox: [[UInt8]] = []
     var outboxHead = 0
     /// Subscriptions with a pending tick, in the order they became pending.

@@ -7,15 +7,17 @@ import VsyncDRM
 ///
 /// One vblank event is queued per active CRTC at a time and re-queued as each arrives, so the
 /// kernel keeps the interrupt on only while a subscriber is running. /dev/dri is watched with
-/// inotify so cards that come and go are noticed without polling.
+/// inotify so cards that come and go are noticed without polling, and the kernel's DRM uevents
+/// so connectors that come and go are.
 final class DRMVBlankSource: VBlankSource {
     private let logger: Logger
     private let explicitDevices: [String]
     private var cards: [String: Card] = [:]
     private var inotifyFD: Int32 = -1
-    private var tokens: [DisplayKey: UInt64] = [:]
-    private var keysByToken: [UInt64: DisplayKey] = [:]
-    private var active: Set<DisplayKey> = []
+    private var uevents: UeventSocket?
+    /// The displays whose vblanks are wanted, with the server's token for each.
+    private var active: [DisplayKey: UInt32] = [:]
+    /// Displays with a request in flight (the card keeps the request itself).
     private var queued: Set<DisplayKey> = []
     /// Displays whose vblank `readEvents` just delivered, re-queued by `rearm`.
     private var toRequeue: [DisplayKey] = []
@@ -55,6 +57,9 @@ final class DRMVBlankSource: VBlankSource {
                 inotifyFD = -1
             }
         }
+        var why = ""
+        uevents = UeventSocket(failure: &why)
+        if uevents == nil { logger.info("no DRM hotplug events (\(why)): displays that appear are found by a re-read twice a second while a client waits") }
     }
 
     deinit {
@@ -73,7 +78,7 @@ final class DRMVBlankSource: VBlankSource {
     var isSynthetic: Bool { false }
 
     var pollDescriptors: [Int32] {
-        cards.values.map(\.fileDescriptor) + (inotifyFD >= 0 ? [inotifyFD] : [])
+        cards.values.map(\.fileDescriptor) + (inotifyFD >= 0 ? [inotifyFD] : []) + (uevents.map { [$0.fd] } ?? [])
     }
 
     private func deviceName(_ path: String) -> String {
@@ -93,7 +98,7 @@ final class DRMVBlankSource: VBlankSource {
         lastFound[path] = nil
         guard cards.removeValue(forKey: path) != nil else { return }
         logger.warning("closed \(path): \(reason)")
-        for key in active where key.device == path { active.remove(key) }
+        for key in active.keys where key.device == path { active[key] = nil }
         for key in queued where key.device == path { queued.remove(key) }
     }
 
@@ -148,14 +153,6 @@ final class DRMVBlankSource: VBlankSource {
         }
     }
 
-    private func token(_ key: DisplayKey) -> UInt64 {
-        if let t = tokens[key] { return t }
-        let t = UInt64(tokens.count + 1)
-        tokens[key] = t
-        keysByToken[t] = key
-        return t
-    }
-
     private func failure(_ error: DRMError) -> VBlankFailure {
         switch error.kind {
         case .crtcOff: .off
@@ -168,7 +165,7 @@ final class DRMVBlankSource: VBlankSource {
         guard let card = cards[key.device] else { throw .gone }
         guard !queued.contains(key) else { return }
         do throws(DRMError) {
-            try card.queueVBlank(crtcID: key.crtcID, token: token(key))
+            try card.queueVBlank(crtcID: key.crtcID, token: UInt64(active[key] ?? 0))
             queued.insert(key)
         } catch {
             if error.kind == .deviceGone { drop(key.device, reason: error.description) }
@@ -176,17 +173,21 @@ final class DRMVBlankSource: VBlankSource {
         }
     }
 
-    func setActive(_ key: DisplayKey, _ on: Bool) throws(VBlankFailure) {
+    func setActive(_ key: DisplayKey, _ on: Bool, token: UInt32) throws(VBlankFailure) {
         if on {
-            active.insert(key)
-            do throws(VBlankFailure) { try queue(key) } catch { active.remove(key); throw error }
+            active[key] = token
+            do throws(VBlankFailure) { try queue(key) } catch { active[key] = nil; throw error }
         } else {
             // An event already queued still arrives once; it is then not re-queued.
-            active.remove(key)
+            active[key] = nil
         }
     }
 
     func readEvents(from fd: Int32, into out: inout [SourceEvent]) {
+        if let uevents, fd == uevents.fd {
+            if uevents.drainForDRM() { out.append(.devicesChanged) }
+            return
+        }
         if fd == inotifyFD {
             var buffer = [UInt8](repeating: 0, count: 4096)
             while buffer.withUnsafeMutableBytes({ read(fd, $0.baseAddress, $0.count) }) > 0 {}
@@ -199,9 +200,9 @@ final class DRMVBlankSource: VBlankSource {
             try card.readEvents(into: &events)
         } catch {
             if error.kind == .deviceGone {
-                let keys = active.filter { $0.device == path }
+                let gone = active.filter { $0.key.device == path }
                 drop(path, reason: error.description)
-                for key in keys { out.append(.failed(key, .gone)) }
+                for token in gone.values { out.append(.failed(token: token, .gone)) }
                 out.append(.devicesChanged)
                 return
             }
@@ -209,21 +210,23 @@ final class DRMVBlankSource: VBlankSource {
             return
         }
         for event in events {
-            guard let key = keysByToken[event.token] else { continue }
+            let key = DisplayKey(device: path, crtcID: event.crtcID)
             queued.remove(key)
-            guard active.contains(key) else { continue }
-            out.append(.vblank(key, sequence: event.sequence, timestampNs: event.timestampNs))
+            // A request made for an earlier activation (another token) is not this one's.
+            guard let token = active[key], UInt64(token) == event.token else { continue }
+            out.append(.vblank(token: token, sequence: event.sequence, timestampNs: event.timestampNs))
             toRequeue.append(key)
         }
     }
 
     func rearm(into out: inout [SourceEvent]) {
-        for key in toRequeue where active.contains(key) {
+        for key in toRequeue {
+            guard let token = active[key] else { continue }
             do throws(VBlankFailure) {
                 try queue(key)
             } catch {
-                active.remove(key)
-                out.append(.failed(key, error))
+                active[key] = nil
+                out.append(.failed(token: token, error))
             }
         }
         toRequeue.removeAll(keepingCapacity: true)

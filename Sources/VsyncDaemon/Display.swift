@@ -14,6 +14,15 @@ final class Display {
     var lastSample: (sequence: UInt64, timestampNs: UInt64)?
     /// Re-reads prompted by a deviating interval that found the mode unchanged, in a row.
     var fruitlessRechecks = 0
+    /// The last interval deviated from the model: re-read the CRTC once the ticks are out.
+    var recheckPending = false
+    /// The kernel refused vblank events for the display although it is on (EPERM, or another
+    /// error some drivers give): retried once a second, predicted meanwhile for those who asked.
+    var vblankRefused = false
+    /// Ticks come from the model, not from vblanks: off, or refused.
+    var isPredicting: Bool { state == .off || vblankRefused }
+    /// The earliest pacing wake among its subscriptions (see Server+Pacing.swift).
+    var nextWakeNs: UInt64?
 
     static let fallbackPeriodNs = 1e9 / 60
 

@@ -189,14 +189,36 @@ extension Server {
         case .subscribe(let request):
             subscribe(client, request)
         case .setRate(let request):
+            if client.waiting[request.subscriptionID] != nil {
+                client.waiting[request.subscriptionID]?.range = request.range
+                return send(waitingAnswer(request.subscriptionID).encoded(), to: client)
+            }
             guard let sub = client.subscriptions[request.subscriptionID] else { return unknown(client, request.subscriptionID) }
             sub.range = request.range
             sub.divisor = RateMapping.divisor(for: request.range, refreshHz: sub.display.refreshHz)
             sub.resetDelivery()
             client.pendingTicks.removeAll { $0 === sub }
             settle(client)
+            updatePacing(sub.display)
+            send(subscribed(sub).encoded(), to: client)
+        case .setWorkDuration(let request):
+            guard (client.version ?? 1) >= 2 else {
+                return fail(client, .error(ErrorMessage(code: .unknownType, message: "SET_WORK_DURATION needs protocol 2")), reason: "SET_WORK_DURATION at protocol 1")
+            }
+            if client.waiting[request.subscriptionID] != nil {
+                client.waiting[request.subscriptionID]?.workDurationNs = request.workDurationNs
+                return send(waitingAnswer(request.subscriptionID).encoded(), to: client)
+            }
+            guard let sub = client.subscriptions[request.subscriptionID] else { return unknown(client, request.subscriptionID) }
+            if sub.workDurationNs != request.workDurationNs {
+                // The pacer aims afresh, after the last frame it handed out.
+                sub.workDurationNs = request.workDurationNs
+                if sub.workDurationNs == 0 { sub.lastDueSequence = nil }
+                updatePacing(sub.display)
+            }
             send(subscribed(sub).encoded(), to: client)
         case .pause(let id):
+            if client.waiting[id] != nil { client.waiting[id]?.flags.insert(.startPaused); return }
             guard let sub = client.subscriptions[id] else { return unknown(client, id) }
             sub.paused = true
             sub.resetDelivery()
@@ -204,6 +226,7 @@ extension Server {
             settle(client)
             updateVBlank(sub.display)
         case .resume(let id):
+            if client.waiting[id] != nil { client.waiting[id]?.flags.remove(.startPaused); return }
             guard let sub = client.subscriptions[id] else { return unknown(client, id) }
             if sub.paused {
                 sub.paused = false
@@ -211,6 +234,7 @@ extension Server {
                 updateVBlank(sub.display)
             }
         case .unsubscribe(let id):
+            if client.waiting.removeValue(forKey: id) != nil { return updateHousekeeping() }
             guard let sub = client.subscriptions[id] else { return unknown(client, id) }
             remove(sub)
         }
@@ -235,35 +259,78 @@ extension Server {
             fail(client, .error(ErrorMessage(code: .malformed, message: "subscription id 0 is reserved")), reason: "subscription id 0")
             return
         }
-        if client.subscriptions[id] != nil {
+        if client.subscriptions[id] != nil || client.waiting[id] != nil {
             send(ServerMessage.error(ErrorMessage(code: .duplicateSubscription, subscriptionID: id, message: "subscription \(id) already exists")).encoded(), to: client)
             return
         }
-        guard client.subscriptions.count < configuration.maxSubscriptionsPerClient else {
+        guard client.subscriptions.count + client.waiting.count < configuration.maxSubscriptionsPerClient else {
             send(ServerMessage.error(ErrorMessage(code: .tooManySubscriptions, subscriptionID: id, message: "at most \(configuration.maxSubscriptionsPerClient) subscriptions per client")).encoded(), to: client)
             return
         }
         // Every subscription costs a send per due vblank: one user's total bounds its share of a tick.
-        let held = clients.values.reduce(0) { $0 + ($1.uid == client.uid ? $1.subscriptions.count : 0) }
+        let held = clients.values.reduce(0) { $0 + ($1.uid == client.uid ? $1.subscriptions.count + $1.waiting.count : 0) }
         guard held < configuration.maxSubscriptionsPerUser else {
             send(ServerMessage.error(ErrorMessage(code: .tooManySubscriptions, subscriptionID: id, message: "uid \(client.uid) holds \(held) subscriptions, the per-user limit: end some, or raise vsyncd's --max-subscriptions-per-user")).encoded(), to: client)
             return
         }
+        var request = request
+        if (client.version ?? 1) < 2 {
+            // Protocol 1 had neither: its flag bit 1 was reserved and its SUBSCRIBE ends at the range.
+            request.workDurationNs = 0
+            request.flags.remove(.predictWhileOff)
+        }
         if resolve(request.selector) == nil { rescanIfStale() }
         guard let d = resolve(request.selector) else {
+            // A display that may still come (the service started before the mode was set):
+            // protocol 2 clients wait for it; display ids and CRTC ids name what is gone.
+            if (client.version ?? 1) >= 2, request.selector.canAppearLater {
+                client.waiting[id] = request
+                logger.debug("client \(client.label): subscription \(id) waits for \(request.selector)")
+                send(waitingAnswer(id).encoded(), to: client)
+                updateHousekeeping()
+                return
+            }
             let names = displays.map(\.source.connectorName).joined(separator: ", ")
             send(ServerMessage.error(ErrorMessage(code: .unknownDisplay, subscriptionID: id, message: "no display matches \(request.selector); displays: \(names.isEmpty ? "none" : names)")).encoded(), to: client)
             return
         }
+        attach(client, request, to: d)
+    }
+
+    /// Makes the subscription live on `d` and answers with SUBSCRIBED.
+    func attach(_ client: Client, _ request: Subscribe, to d: Display) {
+        let id = request.subscriptionID
         let sub = Subscription(
             id: id, client: client, display: d, range: request.range,
             divisor: RateMapping.divisor(for: request.range, refreshHz: d.refreshHz),
             paused: request.flags.contains(.startPaused))
+        sub.workDurationNs = request.workDurationNs
+        sub.predictWhileOff = request.flags.contains(.predictWhileOff)
         client.subscriptions[id] = sub
         d.insertFairly(sub)
-        logger.debug("client \(client.label): subscription \(id) on display \(d.id) at divisor \(sub.divisor)\(sub.paused ? ", paused" : "")")
+        logger.debug("client \(client.label): subscription \(id) on display \(d.id) at divisor \(sub.divisor)\(sub.workDurationNs > 0 ? ", work duration \(sub.workDurationNs) ns" : "")\(sub.paused ? ", paused" : "")")
         updateVBlank(d)  // first, so vblanks are requested by the time the client hears back
         send(subscribed(sub).encoded(), to: client)
+    }
+
+    /// SUBSCRIBED for a subscription still waiting for its display: display id 0, divisor 0.
+    func waitingAnswer(_ id: UInt32) -> ServerMessage {
+        .subscribed(Subscribed(
+            subscriptionID: id, displayID: 0, divisor: 0, displayIntervalNs: 0, clientIntervalNs: 0,
+            display: DisplayInfo(
+                displayID: 0, crtcID: 0, connectorID: 0, state: .off, flags: [], refreshMillihertz: 0, periodNs: 0,
+                width: 0, height: 0, connectorName: "", deviceName: "")))
+    }
+
+    /// Attaches waiting subscriptions whose display is now there.
+    func attachWaiting() {
+        for client in clients.values where !client.waiting.isEmpty && client.closeReason == nil {
+            for id in client.waiting.keys.sorted() {
+                guard let request = client.waiting[id], let d = resolve(request.selector) else { continue }
+                client.waiting[id] = nil
+                attach(client, request, to: d)
+            }
+        }
     }
 
     func remove(_ sub: Subscription) {
@@ -281,6 +348,7 @@ extension Server {
         let touched = Set(client.subscriptions.values.map { ObjectIdentifier($0.display) })
         for sub in client.subscriptions.values { sub.display.subscriptions.removeAll { $0 === sub } }
         client.subscriptions = [:]
+        client.waiting = [:]
         client.pendingTicks = []
         unregister(client.fd)
         close(client.fd)

@@ -39,6 +39,7 @@ extension Server {
                 for c in clients.values where c.version != nil { send(message, to: c) }
             }
         }
+        attachWaiting()
         updateHousekeeping()
     }
 
@@ -54,7 +55,7 @@ extension Server {
     func removeDisplay(_ d: Display, reason: String) {
         statusDirty = true
         logger.warning("display \(d.id) (\(d.source.connectorName) on \(d.key)) removed: \(reason)")
-        if d.vblankActive { try? source.setActive(d.key, false) }
+        if d.vblankActive { try? source.setActive(d.key, false, token: d.id) }
         d.vblankActive = false
         d.state = .off
         let message = ServerMessage.displayEvent(DisplayEvent(kind: .removed, display: info(d))).encoded()
@@ -66,7 +67,9 @@ extension Server {
             if told.insert(sub.client.fd).inserted { send(message, to: sub.client) }
         }
         d.subscriptions = []
+        d.nextWakeNs = nil
         displays.removeAll { $0 === d }
+        armPacing()
     }
 
     /// Re-reads a display's CRTC and reports what changed.
@@ -94,11 +97,12 @@ extension Server {
     func turnOff(_ d: Display) {
         statusDirty = true
         logger.info("display \(d.id) (\(d.source.connectorName)) is off")
-        if d.vblankActive { try? source.setActive(d.key, false) }
+        if d.vblankActive { try? source.setActive(d.key, false, token: d.id) }
         d.vblankActive = false
         d.state = .off
         for sub in d.subscriptions { sub.resetDelivery() }
         broadcastEvent(.off, d)
+        updatePacing(d)  // predicted ticks, for those who asked
         updateHousekeeping()
     }
 
@@ -126,6 +130,7 @@ extension Server {
             sub.resetDelivery()
             send(subscribed(sub).encoded(), to: sub.client)
         }
+        updatePacing(d)
     }
 
     func subscribed(_ sub: Subscription) -> ServerMessage {
@@ -137,11 +142,17 @@ extension Server {
 
     /// Asks the source for vblanks exactly while someone is listening.
     func updateVBlank(_ d: Display) {
+        updatePacing(d)
         let want = d.wantsVBlank
         guard want != d.vblankActive else { return }
         do throws(VBlankFailure) {
-            try source.setActive(d.key, want)
+            try source.setActive(d.key, want, token: d.id)
             d.vblankActive = want
+            if want && d.vblankRefused {
+                d.vblankRefused = false
+                d.resetModel()  // real vblanks again: the model restarts from them
+                updatePacing(d)
+            }
             if want { d.lastRecheckNs = monotonicNow() }
             logger.debug("display \(d.id): vblank events \(want ? "on" : "off")")
         } catch {
@@ -161,7 +172,9 @@ extension Server {
             if displays.contains(where: { $0 === d }) { removeDisplay(d, reason: "device gone") }
         case .other(let text):
             d.vblankActive = false
-            logger.error("display \(d.id): vblank events failed: \(text)")
+            if !d.vblankRefused { logger.error("display \(d.id): vblank events failed: \(text)") }
+            d.vblankRefused = true
+            updatePacing(d)
         }
         updateHousekeeping()
     }

@@ -12,20 +12,34 @@ extension Server {
         defer { sourceEvents = events }
         source.readEvents(from: fd, into: &events)
         handle(events)
-        // Re-arming costs syscalls: done once the ticks are out.
+        // Re-arming and re-reading a mode cost syscalls: done once the ticks are out.
         events.removeAll(keepingCapacity: true)
         source.rearm(into: &events)
         handle(events)
+        recheckDeviating()
+    }
+
+    /// Re-reads the CRTCs whose last interval deviated from the model. A display whose intervals
+    /// keep deviating without a mode change (VRR, a noisy clock) is re-read at most once a
+    /// second, by housekeeping, after a few fruitless tries.
+    private func recheckDeviating() {
+        for d in displays where d.recheckPending {
+            d.recheckPending = false
+            guard d.fruitlessRechecks < 3 else { continue }
+            let before = d.source
+            recheck(d)
+            if d.state == .on, displayByID[d.id] === d, d.source.sameMode(as: before) { d.fruitlessRechecks += 1 }
+        }
     }
 
     private func handle(_ events: [SourceEvent]) {
         for event in events {
             switch event {
-            case let .vblank(key, sequence, timestamp):
-                guard let d = displays.first(where: { $0.key == key }), d.vblankActive, d.state == .on else { continue }
+            case let .vblank(token, sequence, timestamp):
+                guard let d = displayByID[token], d.vblankActive, d.state == .on else { continue }
                 vblank(d, sequence: sequence, timestampNs: timestamp)
-            case let .failed(key, failure):
-                guard let d = displays.first(where: { $0.key == key }) else { continue }
+            case let .failed(token, failure):
+                guard let d = displayByID[token] else { continue }
                 handleFailure(d, failure)
             case .devicesChanged:
                 rescanDisplays(announce: true)
@@ -34,56 +48,54 @@ extension Server {
     }
 
     func vblank(_ d: Display, sequence: UInt64, timestampNs: UInt64) {
-        // The kernel flushes a pending event when a CRTC goes off or changes mode, carrying the
-        // last vblank's count again: a vblank is ticked once, never twice.
-        if let last = d.lastSample, sequence <= last.sequence { return }
-        // A vblank interval off the model by > 0.5 % may be a mode change nobody announced:
-        // re-read the CRTC now rather than at the next once-a-second check.
-        // A display whose intervals keep deviating without a mode change (VRR, a noisy clock) is
-        // re-read at most once a second, by housekeeping, after a few fruitless tries.
-        if let last = d.lastSample, sequence == last.sequence &+ 1, timestampNs > last.timestampNs {
-            let interval = Double(timestampNs - last.timestampNs)
-            if abs(interval - d.model.periodNs) > 0.005 * d.model.periodNs {
-                if d.fruitlessRechecks < 3 {
-                    let before = d.source
-                    recheck(d)
-                    guard d.state == .on, displays.contains(where: { $0 === d }) else { return }
-                    if d.source.sameMode(as: before) { d.fruitlessRechecks += 1 }
-                }
+        let previous = d.lastSample
+        switch d.model.add(sequence: sequence, timestampNs: timestampNs) {
+        case .duplicate, .stale: return
+        case .restarted: d.fruitlessRechecks = 0  // the model saw the period change: re-read the mode soon
+        case .accepted, .outlier: break
+        }
+        d.lastSample = (sequence, timestampNs)
+        // A vblank interval off the model by > 0.5 % may be a mode change nobody announced: the
+        // CRTC is re-read once this read's ticks are out (`recheckDeviating`), not before them.
+        if let previous, sequence == previous.sequence &+ 1, timestampNs > previous.timestampNs {
+            let deviation = abs(Double(timestampNs - previous.timestampNs) - d.model.periodNs)
+            if deviation > 0.005 * d.model.periodNs {
+                d.recheckPending = true
             } else {
                 d.fruitlessRechecks = 0
             }
         }
-        if d.model.add(sequence: sequence, timestampNs: timestampNs) == .restarted {
-            // The model saw the period change on its own: make sure the mode is re-read soon.
-            d.fruitlessRechecks = 0
-        }
-        d.lastSample = (sequence, timestampNs)
         let interval = d.periodNs
         let flags: TickFlags = source.isSynthetic ? .synthetic : .hardwareTimestamp
-        // Subscribers mostly share a divisor: predict once per distinct divisor, not per
-        // subscriber (each prediction copies the display's model).
-        var predictedDivisor: UInt64 = 0
-        var predictedTarget: UInt64 = 0
+        // Subscribers mostly share a divisor: predict once per distinct divisor, not per subscriber.
+        var predictedDivisor: UInt32 = 0
+        var timelines = FrameTimelines()
+        var paced = false
         for sub in d.subscriptions where !sub.paused {
-            let divisor = UInt64(sub.divisor)
+            if sub.workDurationNs > 0 { paced = true; continue }
             guard RateMapping.isTickDue(sequence: sequence, divisor: sub.divisor) else { continue }
+            let divisor = UInt64(sub.divisor)
             if let last = sub.lastDueSequence, sequence > last {
                 // Due ticks whose vblank never reached us count as skipped too.
                 sub.skipped &+= UInt32(clamping: sequence / divisor - last / divisor - 1)
             }
             sub.lastDueSequence = sequence
-            if divisor != predictedDivisor {
-                predictedDivisor = divisor
-                predictedTarget = d.model.predictedTimestamp(forSequence: sequence &+ divisor)
+            if sub.divisor != predictedDivisor {
+                predictedDivisor = sub.divisor
+                timelines = FramePacing.timelines(from: sequence &+ divisor, divisor: sub.divisor) {
+                    d.model.predictedTimestamp(forSequence: $0)
+                }
             }
             let tick = Tick(
                 subscriptionID: sub.id, displayID: d.id, sequence: sequence, timestampNs: timestampNs,
-                targetTimestampNs: predictedTarget,
+                targetTimestampNs: timelines[0].presentationNs,
                 displayIntervalNs: interval, clientIntervalNs: interval &* divisor,
-                skipped: 0, divisor: sub.divisor, flags: flags)
+                skipped: 0, divisor: sub.divisor, flags: flags,
+                targetSequence: timelines[0].sequence, timelines: timelines)
             offer(tick, to: sub)
         }
+        // Paced wakes move with the model: re-aim them after each vblank.
+        if paced || d.nextWakeNs != nil { updatePacing(d) }
     }
 
     /// Sends a tick now if the client's socket has room, else keeps it as the newest pending one.
@@ -110,7 +122,7 @@ extension Server {
     func sendTick(_ tick: Tick, _ sub: Subscription) -> Client.SendResult {
         var t = tick
         t.skipped = sub.skipped
-        let n = t.encode(into: tickBuffer)
+        let n = t.encode(into: tickBuffer, version: sub.client.version ?? WireProtocol.minimumVersion)
         let result = Client.send(sub.client.fd, tickBuffer.baseAddress, n)
         if case .sent = result { sub.skipped = 0 }
         return result

@@ -3,13 +3,13 @@ import Logging
 import VsyncCore
 
 /// vsyncd's server: one epoll loop, one thread, over the vblank source, the listening socket,
-/// the clients, a signalfd and a housekeeping timer.
+/// the clients, a signalfd, a housekeeping timer and the pacing timer (work durations).
 ///
 /// Nothing here blocks: client sockets are non-blocking and ticks to a full socket are
 /// coalesced (see `Client`). Client input is decoded by the bounds-checked codec; anything
 /// malformed disconnects that client only.
 final class Server {
-    enum Role { case listener, signal, housekeeping, source, client }
+    enum Role { case listener, signal, housekeeping, pacing, source, client }
 
     let configuration: DaemonConfiguration
     let logger: Logger
@@ -20,13 +20,20 @@ final class Server {
     let signalFD: Int32
     let housekeeping: TimerFD
     var housekeepingInterval: UInt64?
+    /// One absolute timer for every subscription's pacing wake: armed at the earliest.
+    let pacing: TimerFD
+    var pacingArmedNs: UInt64?
     var lastHousekeepingNs: UInt64 = 0
     var lastWatchdogNs: UInt64 = 0
 
     var roles = DescriptorTable<Role>()
     var sourceFDs: Set<Int32> = []
     var clients: [Int32: Client] = [:]
-    var displays: [Display] = []
+    /// In the order found (the first on is primary), and by id: a source event's token.
+    var displays: [Display] = [] {
+        didSet { displayByID = Dictionary(uniqueKeysWithValues: displays.map { ($0.id, $0) }) }
+    }
+    private(set) var displayByID: [UInt32: Display] = [:]
     /// Storage reused by `handleSource` for each read's events.
     var sourceEvents: [SourceEvent] = []
     var nextDisplayID: UInt32 = 1
@@ -61,9 +68,11 @@ final class Server {
         self.logger = logger
         epoll = try Epoll()
         housekeeping = try TimerFD()
+        pacing = try TimerFD()
         try register(listener.fd, .listener)
         try register(signalFD, .signal)
         try register(housekeeping.fd, .housekeeping)
+        try register(pacing.fd, .pacing)
     }
 
     deinit {
@@ -97,6 +106,7 @@ final class Server {
                 case .listener: acceptClients()
                 case .signal: readSignal()
                 case .housekeeping: housekeeping.drain(); doHousekeeping()
+                case .pacing: pacing.drain(); wake()
                 case .source: handleSource(fd)
                 case .client: if let c = clients[fd] { handleClient(c, events: events) }
                 case nil: break  // closed earlier in this batch
@@ -120,7 +130,7 @@ final class Server {
     func shutdown() {
         notifier?.notify("STOPPING=1")
         for client in Array(clients.values) { disconnect(client, reason: "daemon stopping", level: .info) }
-        for d in displays where d.vblankActive { try? source.setActive(d.key, false) }
+        for d in displays where d.vblankActive { try? source.setActive(d.key, false, token: d.id) }
         logger.info("vsyncd stopped")
     }
 
@@ -153,7 +163,7 @@ final class Server {
     func updateHousekeeping() {
         let ticking = displays.contains { $0.vblankActive }
         let busy = ticking || displays.contains { $0.state == .off && !$0.subscriptions.isEmpty }
-            || clients.values.contains { $0.blockedSinceNs != nil }
+            || clients.values.contains { $0.blockedSinceNs != nil || !$0.waiting.isEmpty }
         var interval: UInt64? = busy ? (ticking ? Self.fallbackHousekeepingNs : Self.housekeepingNs) : nil
         if listenerPausedUntilNs != nil { interval = 100_000_000 }
         if let w = notifier?.watchdogIntervalNs { interval = min(interval ?? w, w) }
@@ -186,6 +196,7 @@ final class Server {
                 disconnect(client, reason: "socket full for over \(configuration.stallTimeout) s (client stopped reading)", level: .warning)
             }
         }
+        if clients.values.contains(where: { !$0.waiting.isEmpty }) { rescanIfStale() }
         for d in displays {
             if d.vblankActive, now &- d.lastRecheckNs >= 1_000_000_000 {
                 recheck(d, now: now)

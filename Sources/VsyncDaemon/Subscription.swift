@@ -12,6 +12,12 @@ final class Subscription {
     var range: FrameRateRange
     var divisor: UInt32
     var paused: Bool
+    /// Wake this long before each target vblank (0: just after each vblank). See FramePacing.
+    var workDurationNs: UInt64 = 0
+    /// Keep ticking from the model while the display is off.
+    var predictWhileOff = false
+    /// The frame the pacing timer will wake the client for next.
+    var pacer = FramePacer()
     /// The newest tick not yet sent (the client's socket was full): ticks are coalesced here,
     /// never queued.
     var pending: Tick?
@@ -35,5 +41,6 @@ final class Subscription {
         pending = nil
         skipped = 0
         lastDueSequence = nil
+        pacer.reschedule()
     }
 }

@@ -12,10 +12,12 @@ final class TimerFD {
 
     deinit { close(fd) }
 
-    /// Fires at absolute monotonic `deadlineNs`, then every `intervalNs` with no further syscall.
-    func arm(atNs deadlineNs: UInt64, everyNs intervalNs: UInt64) {
+    /// Fires at absolute monotonic `deadlineNs`, then every `intervalNs` (0: once) with no
+    /// further syscall. A deadline already past fires at once.
+    func arm(atNs deadlineNs: UInt64, everyNs intervalNs: UInt64 = 0) {
         var spec = itimerspec()
-        spec.it_value = Self.timespec(ns: deadlineNs)
+        // 0 would disarm: a deadline of 0 means "now".
+        spec.it_value = Self.timespec(ns: max(deadlineNs, 1))
         spec.it_interval = Self.timespec(ns: intervalNs)
         _ = timerfd_settime(fd, Int32(TFD_TIMER_ABSTIME), &spec, nil)
     }

@@ -17,6 +17,7 @@ final class TimerVBlankSource: VBlankSource {
     private let epochNs: UInt64
     private let timer: TimerFD
     private var active = false
+    private var token: UInt32 = 0
     private var lastSequence: UInt64?
     /// Sequence at which the periodic timer must be re-anchored (drift ≤ 1 ns per vblank).
     private var rearmAt: UInt64 = 0
@@ -47,8 +48,9 @@ final class TimerVBlankSource: VBlankSource {
 
     func refresh(_ key: DisplayKey) -> SourceDisplay? { key == Self.key ? display : nil }
 
-    func setActive(_ key: DisplayKey, _ on: Bool) throws(VBlankFailure) {
+    func setActive(_ key: DisplayKey, _ on: Bool, token: UInt32) throws(VBlankFailure) {
         guard key == Self.key else { throw .gone }
+        self.token = token
         guard on != active else { return }
         active = on
         if on { armNext(after: monotonicNow()) } else { timer.disarm() }
@@ -83,7 +85,7 @@ final class TimerVBlankSource: VBlankSource {
         if timestamp(seq + 1) <= now { seq += 1 }
         if lastSequence.map({ seq > $0 }) ?? true {
             lastSequence = seq
-            events.append(.vblank(Self.key, sequence: seq, timestampNs: timestamp(seq)))
+            events.append(.vblank(token: token, sequence: seq, timestampNs: timestamp(seq)))
             if seq >= rearmAt { pendingRearm = .anchor(now) }
         } else {
             // Fired with no new vblank (drift or a clock step): re-anchor.

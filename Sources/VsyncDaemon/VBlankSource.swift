@@ -36,9 +36,11 @@ enum VBlankFailure: Error, Equatable, Sendable {
     case other(String)
 }
 
+/// Events name their display by the token the server gave `setActive`: its display id, so the
+/// server finds the display in one lookup.
 enum SourceEvent: Sendable {
-    case vblank(DisplayKey, sequence: UInt64, timestampNs: UInt64)
-    case failed(DisplayKey, VBlankFailure)
+    case vblank(token: UInt32, sequence: UInt64, timestampNs: UInt64)
+    case failed(token: UInt32, VBlankFailure)
     /// Cards may have come or gone (/dev/dri changed): rescan.
     case devicesChanged
 }
@@ -57,8 +59,9 @@ protocol VBlankSource: AnyObject {
     func rescan() -> [SourceDisplay]
     /// Re-reads one display (its CRTC's mode). Nil: it no longer exists.
     func refresh(_ key: DisplayKey) -> SourceDisplay?
-    /// Starts or stops vblank events for a display.
-    func setActive(_ key: DisplayKey, _ active: Bool) throws(VBlankFailure)
+    /// Starts or stops vblank events for a display; its events carry `token`. The source owns
+    /// "wanted" (which displays are active) and "queued" (a request in flight) for each display.
+    func setActive(_ key: DisplayKey, _ active: Bool, token: UInt32) throws(VBlankFailure)
     /// Reads what is ready on `fd` and appends it to `events`. Appending into the caller's
     /// reused array keeps the per-vblank path free of allocation.
     func readEvents(from fd: Int32, into events: inout [SourceEvent])

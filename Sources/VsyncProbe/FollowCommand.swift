@@ -35,11 +35,24 @@ struct FollowCommand: ParsableCommand {
     @Flag(help: "One JSON object per tick (and per display change, with \"event\"), then one with \"summary\": true.")
     var json = false
 
+    @Option(help: "Be woken this many ms before each target vblank (frame pacing), not just after each vblank.")
+    var workDuration: Double?
+
+    @Flag(help: "While the display is off, keep receiving predicted ticks at the last mode's rate.")
+    var predictWhileOff = false
+
+    @Option(help: "Exit 1 if no tick came within this many seconds (default: wait, also for a display that is not there yet).")
+    var timeout: Double?
+
     func validate() throws {
         if fps != nil && range != nil { throw ValidationError("give --fps or --range, not both") }
         if let fps, fps < 0 { throw ValidationError("--fps must be 0 (maximum) or more") }
         if let frames, frames < 1 { throw ValidationError("--frames must be at least 1") }
         if let range { _ = try Self.parseRange(range) }
+        if let workDuration, !(workDuration >= 0 && workDuration <= 1000) {
+            throw ValidationError("--work-duration must be 0 to 1000 ms")
+        }
+        if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be above 0 seconds") }
         _ = try Self.parseSelector(display)
     }
 
@@ -84,12 +97,22 @@ struct FollowCommand: ParsableCommand {
         } catch {
             throw Failure.exit(error.description)
         }
-        var follower = Follower(json: json, limit: frames)
+        let workNs = UInt64(((workDuration ?? 0) * 1e6).rounded())
+        var follower = Follower(json: json, limit: frames, workDurationNs: workNs)
         Interrupt.install()
-        _ = client.subscribe(selector, range: rate)
+        _ = client.subscribe(selector, range: rate, flags: predictWhileOff ? .predictWhileOff : [], workDurationNs: workNs)
+        let deadline = timeout.map { VBlankRecorder.now(CLOCK_MONOTONIC) &+ UInt64($0 * 1e9) }
         // Ctrl-C ends the run with a summary, like --frames; the signal ends the wait in dispatch.
         while !follower.isDone && !Interrupt.received {
-            client.dispatch(timeoutMs: -1)
+            var waitMs: Int32 = -1
+            if let deadline, follower.ticks == 0 {
+                let now = VBlankRecorder.now(CLOCK_MONOTONIC)
+                guard now < deadline else {
+                    throw Failure.exit("no tick from \(display) within \(timeout ?? 0) s: check `vsync-probe list` and the display's cable and mode")
+                }
+                waitMs = Int32(min((deadline - now + 999_999) / 1_000_000, 60_000))
+            }
+            client.dispatch(timeoutMs: waitMs)
             while let event = client.nextEvent() { follower.handle(event) }
         }
         if let fatal = follower.fatal { throw Failure.exit(fatal.description) }

@@ -7,20 +7,24 @@ import VsyncCore
 struct Follower {
     let json: Bool
     let limit: Int?
+    let workDurationNs: UInt64
     private(set) var ticks = 0
     private(set) var skipped = 0
     private var firstTimestampNs: UInt64 = 0
     private var lastTimestampNs: UInt64 = 0
     private var latenciesUs: [Double] = []
+    /// targetTimestamp − receipt: how long the app had before its target vblank.
+    private var leadsUs: [Double] = []
     private var durationNs: UInt64 = 0
     private var synthetic = false
     private(set) var refreshMillihertz: UInt64 = 0
     /// Set when the run cannot go on: nothing will ever tick.
     private(set) var fatal: ClientError?
 
-    init(json: Bool, limit: Int?) {
+    init(json: Bool, limit: Int?, workDurationNs: UInt64 = 0) {
         self.json = json
         self.limit = limit
+        self.workDurationNs = workDurationNs
     }
 
     var isDone: Bool { fatal != nil || limit.map { ticks >= $0 } ?? false }
@@ -29,6 +33,8 @@ struct Follower {
         guard !isDone else { return }
         switch event {
         case .frame(let frame): tick(frame)
+        case .subscribed(let answer) where answer.isWaiting:
+            Output.line(json ? "{\"event\":\"waiting\"}" : "waiting for the display to appear")
         case .subscribed(let answer):
             refreshMillihertz = answer.display.refreshMillihertz
             if answer.display.flags.contains(.synthetic) { synthetic = true }
@@ -44,26 +50,31 @@ struct Follower {
         if ticks == 1 { firstTimestampNs = frame.timestampNs } else { skipped += Int(frame.skipped) }
         lastTimestampNs = frame.timestampNs
         latenciesUs.append(latencyUs)
+        let leadUs = Double(Int64(bitPattern: frame.targetTimestampNs &- frame.receivedNs)) / 1000
+        leadsUs.append(leadUs)
         durationNs = frame.displayIntervalNs
         if frame.flags.contains(.synthetic) { synthetic = true }
-        Output.line(Self.line(frame, latencyUs: latencyUs, json: json))
+        Output.line(Self.line(frame, latencyUs: latencyUs, leadUs: leadUs, workDurationNs: workDurationNs, json: json))
     }
 
-    static func line(_ f: ClientFrame, latencyUs: Double, json: Bool) -> String {
+    static func line(_ f: ClientFrame, latencyUs: Double, leadUs: Double, workDurationNs: UInt64, json: Bool) -> String {
         if json {
+            let timelines = f.timelines.map { "{\"seq\":\($0.sequence),\"presentationTimestamp\":\(seconds($0.presentationNs))}" }
             return "{\"seq\":\(f.sequence),\"timestamp\":\(seconds(f.timestampNs)),"
                 + "\"targetTimestamp\":\(seconds(f.targetTimestampNs)),\"duration\":\(seconds(f.displayIntervalNs)),"
-                + "\"timestampNs\":\(f.timestampNs),\"targetTimestampNs\":\(f.targetTimestampNs),"
+                + "\"timestampNs\":\(f.timestampNs),\"targetTimestampNs\":\(f.targetTimestampNs),\"targetSequence\":\(f.targetSequence),"
                 + "\"durationNs\":\(f.displayIntervalNs),\"skipped\":\(f.skipped),\"flags\":[\(flagNames(f.flags).map { "\"\($0)\"" }.joined(separator: ","))],"
-                + "\"latencyUs\":\(fixed(latencyUs, 1))}"
+                + "\"latencyUs\":\(fixed(latencyUs, 1)),\"leadUs\":\(fixed(leadUs, 1)),\"workDurationUs\":\(fixed(Double(workDurationNs) / 1000, 1)),"
+                + "\"timelines\":[\(timelines.joined(separator: ","))]}"
         }
         let flags = flagNames(f.flags).joined(separator: ",")
-        return "seq \(f.sequence)  t \(seconds(f.timestampNs))  target \(seconds(f.targetTimestampNs))"
-            + "  interval \(fixed(Double(Int64(bitPattern: f.targetTimestampNs &- f.timestampNs)) / 1e6, 3)) ms  duration \(fixed(Double(f.displayIntervalNs) / 1e6, 3)) ms"
-            + "  skipped \(f.skipped)  flags \(flags.isEmpty ? "-" : flags)  latency \(fixed(latencyUs, 0)) µs"
+        return "seq \(f.sequence)  t \(seconds(f.timestampNs))  target \(f.targetSequence) at \(seconds(f.targetTimestampNs))"
+            + "  duration \(fixed(Double(f.displayIntervalNs) / 1e6, 3)) ms"
+            + "  skipped \(f.skipped)  flags \(flags.isEmpty ? "-" : flags)  latency \(fixed(latencyUs, 0)) µs  lead \(fixed(leadUs, 0)) µs"
     }
 
     /// A display change as one line: `{"event":"modeChanged","refreshHz":144.000235}`, or text.
+    /// `added` is any display vsyncd found, not only this subscription's.
     private mutating func displayChanged(_ event: DisplayEvent) {
         let name: String
         var hz: Double?
@@ -74,7 +85,8 @@ struct Follower {
             hz = Double(event.display.refreshMillihertz) / 1000
         case .off: name = "off"
         case .on: name = "on"
-        case .added, .removed: return
+        case .added: name = "added"
+        case .removed: name = "removed"
         }
         if json {
             Output.line("{\"event\":\"\(name)\"" + (hz.map { ",\"refreshHz\":\(Self.fixed($0, 6))" } ?? "") + "}")
@@ -127,17 +139,24 @@ struct Follower {
         // Rate from the vblank timestamps: ticks after the first over the time they span.
         let achieved = ticks > 1 && span > 0 ? Double(ticks - 1) / span : 0
         let latency = Percentiles(latenciesUs)
+        let lead = Percentiles(leadsUs)
         let refresh = maximumFramesPerSecond
         if json {
-            let latencyJSON = latency.map { "{\"p50\":\(Self.fixed($0.p50, 1)),\"p99\":\(Self.fixed($0.p99, 1)),\"max\":\(Self.fixed($0.max, 1))}" } ?? "null"
+            func stats(_ p: Percentiles?) -> String {
+                p.map { "{\"p50\":\(Self.fixed($0.p50, 1)),\"p99\":\(Self.fixed($0.p99, 1)),\"max\":\(Self.fixed($0.max, 1))}" } ?? "null"
+            }
             Output.line("{\"summary\":true,\"ticks\":\(ticks),\"skipped\":\(skipped),\"achievedHz\":\(Self.fixed(achieved, 4)),"
                 + "\"requested\":\"\(requested)\",\"maximumFramesPerSecond\":\(refresh),\"durationNs\":\(durationNs),"
-                + "\"seconds\":\(Self.fixed(span, 3)),\"synthetic\":\(synthetic),\"latencyUs\":\(latencyJSON)}")
+                + "\"seconds\":\(Self.fixed(span, 3)),\"synthetic\":\(synthetic),\"latencyUs\":\(stats(latency)),"
+                + "\"workDurationUs\":\(Self.fixed(Double(workDurationNs) / 1000, 1)),\"leadUs\":\(stats(lead))}")
         } else {
             Output.line("summary: \(ticks) ticks over \(Self.fixed(span, 3)) s, achieved \(Self.fixed(achieved, 3)) Hz"
                 + " (requested \(requested), display \(refresh) Hz\(synthetic ? ", synthetic" : "")), skipped \(skipped)")
             if let latency {
                 Output.line("latency µs: p50 \(Self.fixed(latency.p50, 0))  p99 \(Self.fixed(latency.p99, 0))  max \(Self.fixed(latency.max, 0))")
+            }
+            if let lead {
+                Output.line("lead µs (target − receipt, work duration \(Self.fixed(Double(workDurationNs) / 1000, 0))): p50 \(Self.fixed(lead.p50, 0))  p99 \(Self.fixed(lead.p99, 0))")
             }
         }
     }

@@ -117,6 +117,13 @@ public func vsync_client_dispatch(_ c: OpaquePointer?, _ timeoutMs: Int32) -> In
             frame.interval_ns = f.clientIntervalNs
             frame.received_ns = f.receivedNs
             frame.divisor = f.divisor
+            frame.target_sequence = f.targetSequence
+            frame.timeline_count = UInt32(f.timelines.count)
+            func timeline(_ i: Int) -> vsync_frame_timeline {
+                guard i < f.timelines.count else { return vsync_frame_timeline() }
+                return vsync_frame_timeline(sequence: f.timelines[i].sequence, presentation_ns: f.timelines[i].presentationNs)
+            }
+            frame.timelines = (timeline(0), timeline(1), timeline(2), timeline(3))
             fn(link.handle, &frame, link.user)
             delivered += 1
         case .display(let id, let e):
@@ -139,7 +146,13 @@ public func vsync_client_dispatch(_ c: OpaquePointer?, _ timeoutMs: Int32) -> In
             c.remember(error)
             guard id != 0, let link = c.links[id], let fn = link.errorFn else { continue }
             cString(error.description).withUnsafeBufferPointer { fn(link.handle, -error.code.rawValue, $0.baseAddress, link.user) }
-        case .connected, .subscribed:
+        case .subscribed(let answer):
+            guard answer.isWaiting, let link = c.links[answer.subscriptionID], let fn = link.displayFn else { continue }
+            var event = vsync_display_event()
+            event.struct_size = UInt32(MemoryLayout<vsync_display_event>.size)
+            event.kind = UInt32(VSYNC_DISPLAY_WAITING)
+            fn(link.handle, &event, link.user)
+        case .connected:
             continue
         }
     }
@@ -190,6 +203,20 @@ public func vsync_link_set_rate(_ l: OpaquePointer?, _ minimum: Double, _ maximu
         return -ClientErrorCode.invalidArgument.rawValue
     }
     l.client.core.setRange(l.id, range)
+    return 0
+}
+
+@_cdecl("vsync_link_set_work_duration")
+public func vsync_link_set_work_duration(_ l: OpaquePointer?, _ ns: UInt64) -> Int32 {
+    guard let l = link(l), ns <= WorkDuration.maximumNs else { return -ClientErrorCode.invalidArgument.rawValue }
+    l.client.core.setWorkDuration(l.id, ns)
+    return 0
+}
+
+@_cdecl("vsync_link_set_predict_while_off")
+public func vsync_link_set_predict_while_off(_ l: OpaquePointer?, _ on: Bool) -> Int32 {
+    guard let l = link(l) else { return -ClientErrorCode.invalidArgument.rawValue }
+    l.client.core.setPredictWhileOff(l.id, on)
     return 0
 }
 

@@ -134,6 +134,8 @@ enum Received: Equatable {
 /// A raw SOCK_SEQPACKET client speaking the wire protocol through VsyncCore's codec.
 final class RawClient {
     private(set) var fd: Int32
+    /// The size of the last datagram received.
+    private(set) var lastSize = 0
 
     init(path: String) throws {
         fd = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0)
@@ -173,6 +175,7 @@ final class RawClient {
         var buffer = [UInt8](repeating: 0, count: 8192)
         let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
         guard n > 0 else { return .closed }
+        lastSize = n
         let problem: String
         do {
             if let message = try ServerMessage.decode(Array(buffer[0..<n])) { return .message(message) }
@@ -218,8 +221,8 @@ final class RawClient {
     }
 
     @discardableResult
-    func handshake(name: String = "test") throws -> Welcome {
-        send(.hello(Hello(minVersion: 1, maxVersion: 1, clientName: name)))
+    func handshake(name: String = "test", version: UInt16 = 1) throws -> Welcome {
+        send(.hello(Hello(minVersion: 1, maxVersion: version, clientName: name)))
         guard case .message(.welcome(let w)) = receive() else { throw HarnessError("no WELCOME") }
         return w
     }

@@ -192,6 +192,8 @@ final class FakeVsyncd: @unchecked Sendable {
             lock.withLock { _ = clients[fd]?.removeValue(forKey: id) }
         case .listDisplays:
             reply(fd, .displayList([display]))
+        case .setWorkDuration:
+            break  // this fake speaks protocol 1
         }
     }
 

@@ -142,7 +142,7 @@ struct LibvsyncTests {
             return name?.hasPrefix("vsync_") == true ? name : nil
         })
         #expect(declared.count >= 15, "header parse: \(declared)")
-        #expect(exported == declared.union(["VSYNC_0"]), "exported \(exported.sorted()) vs declared \(declared.sorted())")
+        #expect(exported == declared.union(["VSYNC_0", "VSYNC_0.3"]), "exported \(exported.sorted()) vs declared \(declared.sorted())")
     }
 
     /// The C ABI: strerror's lines are the core's, the struct layout is what ctypes users copy.
@@ -220,7 +220,7 @@ struct LibvsyncTests {
         // The second at 30 of 60 Hz: every other vblank, each step 2 × (1 + skipped).
         let second = lines.filter { $0.hasPrefix("frame link=second") }
         let sequences = second.compactMap { line in line.split(separator: " ").first { $0.hasPrefix("seq=") }.flatMap { UInt64($0.dropFirst(4)) } }
-        #expect(second.allSatisfy { $0.contains("divisor=2") && $0.contains("size=\(72)") }, "\(second)")
+        #expect(second.allSatisfy { $0.contains("divisor=2") && $0.contains("size=\(152)") }, "\(second)")
         #expect(sequences.allSatisfy { $0 % 2 == 0 })
         // The restart: reported once on the live link, with the core's line.
         let errors = lines.filter { $0.hasPrefix("error ") }
@@ -260,6 +260,19 @@ struct LibvsyncTests {
         #expect(c.status == 0, "\(c.output)")
         Self.expectTicks(c.output, count: 12, divisor: 2)
         #expect(c.output.contains("12 frames; display 60.000 Hz (max 60 fps)"), "\(c.output)")
+
+        // Frame pacing: woken 4 ms before each target, a multiple of the divisor ahead of the vblank.
+        let paced = try Self.withoutToolchain("'\(work.path)/example' --socket '\(daemon.socketPath)' --fps 30 --frames 12 --work-ms 4",
+                                              environment: environment)
+        #expect(paced.status == 0, "\(paced.output)")
+        let targets = paced.output.split(separator: "\n").filter { $0.hasPrefix("seq ") }.compactMap { line -> (UInt64, UInt64, UInt64)? in
+            let w = line.split(separator: " ")
+            guard let t = w.firstIndex(of: "target_seq"), let n = w.firstIndex(of: "next"), let seq = UInt64(w[1]),
+                  let target = UInt64(w[t + 1]), let next = UInt64(w[n + 1]) else { return nil }
+            return (seq, target, next)
+        }
+        #expect(targets.count == 12, "\(paced.output)")
+        #expect(targets.allSatisfy { $0.1 % 2 == 0 && $0.1 > $0.0 && $0.2 == $0.1 + 2 }, "\(paced.output)")
 
         let python = try Self.withoutToolchain(
             "python3 '\(Self.repository.path)/examples/vsync_ticks.py' --socket '\(daemon.socketPath)' --fps 20 --frames 8",

@@ -9,10 +9,18 @@ import VsyncCore
 /// A vblank source the test drives: displays and vblanks are pushed from the test thread, and a
 /// pipe wakes the server's epoll loop. All state is behind a Mutex.
 final class ScriptedVBlankSource: VBlankSource, Sendable {
+    /// What the test pushes: source events naming displays by key; the source turns keys into
+    /// the server's tokens as a real source does.
+    enum Scripted: Sendable {
+        case vblank(DisplayKey, sequence: UInt64, timestampNs: UInt64)
+        case failed(DisplayKey, VBlankFailure)
+        case devicesChanged
+    }
     struct State {
         var displays: [SourceDisplay] = []
-        var events: [SourceEvent] = []
-        var active: Set<DisplayKey> = []
+        var events: [Scripted] = []
+        var active: [DisplayKey: UInt32] = [:]
+        var tokens: [DisplayKey: UInt32] = [:]
         var activations = 0
     }
     let state = Mutex(State())
@@ -33,10 +41,11 @@ final class ScriptedVBlankSource: VBlankSource, Sendable {
     var pollDescriptors: [Int32] { [wakeRead] }
     func rescan() -> [SourceDisplay] { state.withLock { $0.displays } }
     func refresh(_ key: DisplayKey) -> SourceDisplay? { state.withLock { s in s.displays.first { $0.key == key } } }
-    func setActive(_ key: DisplayKey, _ on: Bool) throws(VBlankFailure) {
+    func setActive(_ key: DisplayKey, _ on: Bool, token: UInt32) throws(VBlankFailure) {
         let off = state.withLock { s -> Bool in
+            s.tokens[key] = token
             guard let d = s.displays.first(where: { $0.key == key }), d.isActive || !on else { return true }
-            if on { s.active.insert(key); s.activations += 1 } else { s.active.remove(key) }
+            if on { s.active[key] = token; s.activations += 1 } else { s.active[key] = nil }
             return false
         }
         if off { throw .off }
@@ -45,20 +54,25 @@ final class ScriptedVBlankSource: VBlankSource, Sendable {
         var byte: UInt8 = 0
         while read(fd, &byte, 1) > 0 {}
         events += state.withLock { s in
-            let out = s.events.filter {
-                if case .vblank(let key, _, _) = $0 { return s.active.contains(key) } else { return true }
+            let out = s.events.compactMap { e -> SourceEvent? in
+                switch e {
+                case let .vblank(key, sequence, timestampNs):
+                    s.active[key].map { .vblank(token: $0, sequence: sequence, timestampNs: timestampNs) }
+                case let .failed(key, failure): s.tokens[key].map { .failed(token: $0, failure) }
+                case .devicesChanged: .devicesChanged
+                }
             }
             s.events = []
             return out
         }
     }
 
-    func push(_ events: [SourceEvent]) {
+    func push(_ events: [Scripted]) {
         state.withLock { $0.events += events }
         var byte: UInt8 = 1
         _ = write(wakeWrite, &byte, 1)
     }
-    func isActive(_ key: DisplayKey) -> Bool { state.withLock { $0.active.contains(key) } }
+    func isActive(_ key: DisplayKey) -> Bool { state.withLock { $0.active[key] != nil } }
     func update(_ body: (inout [SourceDisplay]) -> Void) { state.withLock { body(&$0.displays) } }
 }
 
@@ -117,7 +131,7 @@ extension VsyncdTests {
         static func vblanks(_ source: ScriptedVBlankSource, _ range: ClosedRange<UInt64>, hz: Double, start: UInt64) -> UInt64 {
             let period = 1e9 / hz
             var ts = start
-            var events: [SourceEvent] = []
+            var events: [ScriptedVBlankSource.Scripted] = []
             for seq in range {
                 events.append(.vblank(key, sequence: seq, timestampNs: ts))
                 ts += UInt64(period.rounded())
@@ -161,9 +175,13 @@ extension VsyncdTests {
             }
 
             // Mode change to 144 Hz, noticed from the vblank interval alone.
+            // The CRTC is re-read once the ticks of the read that showed the odd interval are
+            // out: vblanks after that (the next read) are on the new mode.
             source.update { $0[0] = Self.virtual1(hz: 144) }
-            next = Self.vblanks(source, 112...140, hz: 144, start: next)
-            let afterChange = messages(client) { if case .tick(let t) = $0 { t.divisor == 5 } else { false } }
+            next = Self.vblanks(source, 112...113, hz: 144, start: next)
+            var afterChange = messages(client) { if case .displayEvent(let e) = $0 { e.kind == .modeChanged } else { false } }
+            next = Self.vblanks(source, 114...140, hz: 144, start: next)
+            afterChange += messages(client) { if case .tick(let t) = $0 { t.divisor == 5 } else { false } }
             let event = afterChange.compactMap { if case .displayEvent(let e) = $0 { e } else { nil } }.first
             #expect(event?.kind == .modeChanged)
             #expect(event?.display.refreshMillihertz == 144_000)

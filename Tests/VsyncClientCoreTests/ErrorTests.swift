@@ -56,7 +56,7 @@ struct ErrorTests {
         let texts = errors.map { "\($0.1)" }
         #expect(errors.count == 4, "four problems, each once: \(texts)")
         #expect(errors.allSatisfy { if case .protocolViolation = $0.1 { true } else { false } }, "\(texts)")
-        for needle in ["header says 72 bytes but the datagram has 20", "header says 71 bytes", "not valid UTF-8", "over 4096 bytes"] {
+        for needle in ["header says \(Tick.wireSize) bytes but the datagram has 20", "header says 71 bytes", "not valid UTF-8", "over 4096 bytes"] {
             #expect(texts.contains { $0.contains(needle) }, "no report saying '\(needle)': \(texts)")
         }
         #expect(Core.frames(events).map(\.sequence) == [6], "the good tick after them still arrives")

@@ -7,11 +7,13 @@ struct ProtocolCodecTests {
         .hello(Hello(minVersion: 1, maxVersion: 3, clientName: "app-ümlaut")),
         .listDisplays,
         .subscribe(Subscribe(subscriptionID: 9, selector: .primary, range: rateRange(0, 0, 0), flags: [])),
-        .subscribe(Subscribe(subscriptionID: 10, selector: .crtc(36), range: rateRange(10, 60, 24), flags: .syntheticWhileOff)),
-        .subscribe(Subscribe(subscriptionID: 11, selector: .connector("HDMI-A-1"), range: rateRange(30, 144, 72), flags: [.startPaused, .syntheticWhileOff])),
+        .subscribe(Subscribe(subscriptionID: 10, selector: .crtc(36), range: rateRange(10, 60, 24), flags: .predictWhileOff)),
+        .subscribe(Subscribe(subscriptionID: 11, selector: .connector("HDMI-A-1"), range: rateRange(30, 144, 72), flags: [.startPaused, .predictWhileOff])),
         .subscribe(Subscribe(subscriptionID: 12, selector: .display(3), range: rateRange(1, 1, 1))),
         .setRate(SetRate(subscriptionID: 9, range: rateRange(15, 30, 20))),
         .pause(subscriptionID: 1), .resume(subscriptionID: 2), .unsubscribe(subscriptionID: UInt32.max),
+        .subscribe(Subscribe(subscriptionID: 13, selector: .primary, range: rateRange(0, 0, 0), workDurationNs: 4_000_000)),
+        .setWorkDuration(SetWorkDuration(subscriptionID: 13, workDurationNs: WorkDuration.maximumNs)),
     ]
 
     static let serverMessages: [ServerMessage] = [
@@ -22,6 +24,10 @@ struct ProtocolCodecTests {
         .displayList([sampleDisplay(id: 1), sampleDisplay(id: 2, name: "timer")]),
         .subscribed(Subscribed(subscriptionID: 3, displayID: 7, divisor: 2, displayIntervalNs: 16_683_350, clientIntervalNs: 33_366_700, display: sampleDisplay())),
         .tick(sampleTick()),
+        .tick(Tick(
+            subscriptionID: 5, displayID: 1, sequence: 1001, timestampNs: 5_000, targetTimestampNs: 60_000,
+            displayIntervalNs: 16_666_667, clientIntervalNs: 33_333_334, skipped: 0, divisor: 2, flags: .predicted,
+            targetSequence: 1004, timelines: FrameTimelines((0..<4).map { FrameTimeline(sequence: 1004 + 2 * UInt64($0), presentationNs: 60_000 + 33_333_334 * UInt64($0)) }))),
         .displayEvent(DisplayEvent(kind: .modeChanged, display: sampleDisplay())),
         .displayEvent(DisplayEvent(kind: .removed, display: DisplayInfo(displayID: 1, crtcID: 0, connectorID: 0, state: .off, flags: [], refreshMillihertz: 0, periodNs: 0, width: 0, height: 0, connectorName: "", deviceName: ""))),
         .error(ErrorMessage(code: .unknownSubscription, subscriptionID: 77, message: "no subscription 77")),
@@ -43,6 +49,32 @@ struct ProtocolCodecTests {
         #expect(try ServerMessage.decode(bytes) == message)
     }
 
+    /// Protocol 1's shorter SUBSCRIBE and TICK are still read, with the fields appended in 2 at
+    /// their defaults; a work duration over the maximum is malformed.
+    @Test func version1MessagesAndWorkDurationBounds() throws {
+        var subscribe = ClientMessage.subscribe(Subscribe(subscriptionID: 4, selector: .primary, range: rateRange(0, 0, 30))).encoded()
+        #expect(subscribe.count == 80)
+        subscribe = Array(subscribe.prefix(68))
+        subscribe[2] = 68
+        #expect(try ClientMessage.decode(subscribe) == .subscribe(Subscribe(subscriptionID: 4, selector: .primary, range: rateRange(0, 0, 30))))
+
+        var buffer = [UInt8](repeating: 0xAA, count: Tick.wireSize)
+        let tick = sampleTick()
+        let n = buffer.withUnsafeMutableBytes { tick.encode(into: $0, version: 1) }
+        #expect(n == Tick.version1WireSize)
+        guard case .tick(let old)? = try ServerMessage.decode(Array(buffer.prefix(n))) else { Issue.record("not a tick"); return }
+        #expect(old.targetSequence == tick.sequence + UInt64(tick.divisor))
+        #expect(old.timelines.count == 1 && old.timelines.first == FrameTimeline(sequence: old.targetSequence, presentationNs: tick.targetTimestampNs))
+
+        let tooLong = ClientMessage.setWorkDuration(SetWorkDuration(subscriptionID: 1, workDurationNs: WorkDuration.maximumNs + 1)).encoded()
+        #expect(throws: WireError.self) { try ClientMessage.decode(tooLong) }
+        var badCount = ServerMessage.tick(tick).encoded()
+        badCount[80] = 5
+        #expect(throws: WireError.self) { try ServerMessage.decode(badCount) }
+        badCount[80] = 0
+        #expect(throws: WireError.self) { try ServerMessage.decode(badCount) }
+    }
+
     @Test func everyTypeIsCovered() {
         let covered = Set(Self.clientMessages.map(\.type) + Self.serverMessages.map(\.type))
         #expect(covered == Set(MessageType.allCases))
@@ -57,13 +89,15 @@ struct ProtocolCodecTests {
             var short = Array(bytes[0..<cut])
             // Keep the size field honest so the shortness itself is what is rejected.
             if cut >= 4 { short[2] = UInt8(cut & 0xFF); short[3] = UInt8(cut >> 8) }
+            // Protocol 1's shorter form is still read; anything else cut short is not.
+            if cut == message.type.minimumSize { continue }
             #expect(throws: WireError.self) { try ClientMessage.decode(short) }
         }
     }
 
     @Test func truncatedReportsMinimum() {
         var bytes = ClientMessage.subscribe(Subscribe(subscriptionID: 1, selector: .primary, range: rateRange(0, 0, 0))).encoded()
-        bytes.removeLast(4)
+        bytes.removeLast(16)
         bytes[2] = UInt8(bytes.count)
         #expect(throws: WireError.truncated(type: 3, size: 64, minimum: 68)) { try ClientMessage.decode(bytes) }
         #expect(throws: WireError.truncated(type: 0, size: 0, minimum: 8)) { try ClientMessage.decode([]) }

@@ -17,23 +17,36 @@ struct ProtocolGoldenBytesTests {
     }
 
     @Test func subscribeBytes() throws {
-        let golden = hexBytes("""
+        let version1 = """
             03 00 44 00 00 00 00 00
             01 00 00 00 01 00 00 00
             02 00 00 00 00 00 00 00
             56 69 72 74 75 61 6c 2d 31 00 00 00 00 00 00 00
             00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
             00 00 f0 41 00 00 70 42 00 00 f0 41
-            """)
+            """
+        // Protocol 2 appends a reserved u32 and the work duration, 4 ms.
+        var golden = hexBytes(version1 + " 00 00 00 00 00 09 3d 00 00 00 00 00")
+        golden[2] = 0x50
         let message = ClientMessage.subscribe(Subscribe(
             subscriptionID: 1, selector: .connector("Virtual-1"),
-            range: rateRange(30, 60, 30), flags: .startPaused))
+            range: rateRange(30, 60, 30), flags: .startPaused, workDurationNs: 4_000_000))
+        #expect(message.encoded() == golden)
+        #expect(try ClientMessage.decode(golden) == message)
+        var old = message
+        if case .subscribe(var m) = old { m.workDurationNs = 0; old = .subscribe(m) }
+        #expect(try ClientMessage.decode(hexBytes(version1)) == old)
+    }
+
+    @Test func setWorkDurationBytes() throws {
+        let golden = hexBytes("08 00 18 00 00 00 00 00 07 00 00 00 00 00 00 00 00 2d 31 01 00 00 00 00")
+        let message = ClientMessage.setWorkDuration(SetWorkDuration(subscriptionID: 7, workDurationNs: 20_000_000))
         #expect(message.encoded() == golden)
         #expect(try ClientMessage.decode(golden) == message)
     }
 
     @Test func tickBytes() throws {
-        let golden = hexBytes("""
+        let version1 = """
             05 01 48 00 00 00 00 00
             01 00 00 00 02 00 00 00
             10 00 00 00 00 00 00 00
@@ -43,22 +56,36 @@ struct ProtocolGoldenBytesTests {
             55 a0 fc 01 00 00 00 00
             03 00 00 00 02 00 00 00
             04 00 00 00 00 00 00 00
-            """)
+            """
+        // Protocol 2: target sequence 0x12, one timeline (0x12, the target time), three empty.
+        var golden = hexBytes(version1 + """
+             12 00 00 00 00 00 00 00
+            01 00 00 00 00 00 00 00
+            12 00 00 00 00 00 00 00 55 6a 97 3d 00 00 00 00
+            """ + String(repeating: " 00", count: 48))
+        golden[2] = 0x98
         let tick = sampleTick()
         #expect(ServerMessage.tick(tick).encoded() == golden)
         #expect(try ServerMessage.decode(golden) == .tick(tick))
 
-        // The allocation-free path writes the same bytes and reports the size.
-        var buffer = [UInt8](repeating: 0xAA, count: 128)
+        // The allocation-free path writes the same bytes and reports the size, in either version.
+        var buffer = [UInt8](repeating: 0xAA, count: 200)
         let n = buffer.withUnsafeMutableBytes { tick.encode(into: $0) }
-        #expect(n == 72)
+        #expect(n == 152)
         #expect(Array(buffer[0..<n]) == golden)
         #expect(buffer[n] == 0xAA)
+        buffer = [UInt8](repeating: 0xAA, count: 200)
+        let n1 = buffer.withUnsafeMutableBytes { tick.encode(into: $0, version: 1) }
+        #expect(n1 == 72)
+        #expect(Array(buffer[0..<n1]) == hexBytes(version1))
+        #expect(buffer[n1] == 0xAA)
+        #expect(try ServerMessage.decode(hexBytes(version1)) == .tick(tick))
     }
 
     @Test func tickEncodeRefusesSmallBuffer() {
-        var buffer = [UInt8](repeating: 0, count: 71)
+        var buffer = [UInt8](repeating: 0, count: 151)
         #expect(buffer.withUnsafeMutableBytes { sampleTick().encode(into: $0) } == 0)
+        #expect(buffer.withUnsafeMutableBytes { sampleTick().encode(into: $0, version: 1) } == 72)
     }
 
     @Test func welcomeAndErrorBytes() throws {

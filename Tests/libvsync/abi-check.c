@@ -61,14 +61,17 @@ int main(int argc, char **argv) {
     }
     if (argc >= 2 && !strcmp(argv[1], "layout")) {
         printf("vsync_frame %zu struct_size=%zu display_id=%zu sequence=%zu timestamp_ns=%zu target_timestamp_ns=%zu "
-               "duration_ns=%zu skipped=%zu flags=%zu interval_ns=%zu received_ns=%zu divisor=%zu reserved=%zu\n",
+               "duration_ns=%zu skipped=%zu flags=%zu interval_ns=%zu received_ns=%zu divisor=%zu reserved=%zu "
+               "target_sequence=%zu timeline_count=%zu reserved2=%zu timelines=%zu\n",
                sizeof(struct vsync_frame), offsetof(struct vsync_frame, struct_size),
                offsetof(struct vsync_frame, display_id), offsetof(struct vsync_frame, sequence),
                offsetof(struct vsync_frame, timestamp_ns), offsetof(struct vsync_frame, target_timestamp_ns),
                offsetof(struct vsync_frame, duration_ns), offsetof(struct vsync_frame, skipped),
                offsetof(struct vsync_frame, flags), offsetof(struct vsync_frame, interval_ns),
                offsetof(struct vsync_frame, received_ns), offsetof(struct vsync_frame, divisor),
-               offsetof(struct vsync_frame, reserved));
+               offsetof(struct vsync_frame, reserved), offsetof(struct vsync_frame, target_sequence),
+               offsetof(struct vsync_frame, timeline_count), offsetof(struct vsync_frame, reserved2),
+               offsetof(struct vsync_frame, timelines));
         return 0;
     }
     if (argc >= 3 && !strcmp(argv[1], "connect")) {

@@ -50,12 +50,20 @@ extern "C" {
 #define VSYNC_DISPLAY_MODE_CHANGED 1 /* new refresh: re-read the rate */
 #define VSYNC_DISPLAY_OFF 2          /* frames stop until it is on again */
 #define VSYNC_DISPLAY_ON 3
+#define VSYNC_DISPLAY_WAITING 4      /* no such display yet: frames start when it appears (0.3.0) */
 
 struct vsync_client;
 struct vsync_link;
 
+/* One upcoming presentation candidate at the link's rate. */
+struct vsync_frame_timeline {
+    uint64_t sequence;            /* a vblank the frame could be shown at */
+    uint64_t presentation_ns;     /* its predicted time */
+};
+
 /* One frame: the newest tick of a link in one dispatch. Times are CLOCK_MONOTONIC ns, the clock
- * of vsync_now_ns(). */
+ * of vsync_now_ns(). Fields after `reserved` came in 0.3.0: check struct_size before reading them
+ * if the program may run with an older library. */
 struct vsync_frame {
     uint32_t struct_size;         /* bytes the library filled; newer libraries append fields */
     uint32_t display_id;          /* vsyncd's id of the display */
@@ -69,6 +77,11 @@ struct vsync_frame {
     uint64_t received_ns;         /* when the library read the tick */
     uint32_t divisor;             /* the link gets every divisor-th vblank */
     uint32_t reserved;
+    /* 0.3.0 */
+    uint64_t target_sequence;     /* the vblank the frame is for (target_timestamp_ns is its time) */
+    uint32_t timeline_count;      /* 1 to 4 */
+    uint32_t reserved2;
+    struct vsync_frame_timeline timelines[4]; /* the target, then later vblanks at the link's rate */
 };
 
 /* A change to a link's display. */
@@ -116,6 +129,16 @@ struct vsync_link *vsync_link_create(struct vsync_client *client, const char *di
  * inside [min, max] nearest preferred (max 0: no bound; preferred 0: the highest). All 0: the
  * display's full rate. 0, or -VSYNC_EINVAL for a range that is not finite, >= 0 and ordered. */
 int vsync_link_set_rate(struct vsync_link *link, double min_fps, double max_fps, double preferred_fps);
+
+/* Wake the link ns before each target vblank, rather than just after each vblank (0, the
+ * default): the frame's target_timestamp_ns is then the vblank to present at, ns from now. ns may
+ * exceed a frame (frames overlap); at most 1 s. 0, or -VSYNC_EINVAL. Since 0.3.0; a vsyncd older
+ * than 0.3.0 ignores it. */
+int vsync_link_set_work_duration(struct vsync_link *link, uint64_t ns);
+
+/* While the display is off, or refuses vblank events, keep delivering frames predicted at the
+ * last mode's rate, flagged VSYNC_FRAME_PREDICTED (default: none until it is on). Since 0.3.0. */
+int vsync_link_set_predict_while_off(struct vsync_link *link, bool on);
 
 /* Paused, vsyncd sends nothing for the link (and asks the kernel for nothing if no link runs). */
 int vsync_link_set_paused(struct vsync_link *link, bool paused);

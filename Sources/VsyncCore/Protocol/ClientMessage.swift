@@ -7,6 +7,7 @@ public enum ClientMessage: Equatable, Sendable {
     case pause(subscriptionID: UInt32)
     case resume(subscriptionID: UInt32)
     case unsubscribe(subscriptionID: UInt32)
+    case setWorkDuration(SetWorkDuration)
 
     public var type: MessageType {
         switch self {
@@ -17,6 +18,7 @@ public enum ClientMessage: Equatable, Sendable {
         case .pause: .pause
         case .resume: .resume
         case .unsubscribe: .unsubscribe
+        case .setWorkDuration: .setWorkDuration
         }
     }
 
@@ -37,10 +39,13 @@ public enum ClientMessage: Equatable, Sendable {
             case .connector(let name): w.u32(0); w.name(name, width: WireProtocol.nameSize)
             }
             m.range.write(&w)
+            w.zeros(4); w.u64(m.workDurationNs)
         case .setRate(let m):
             w.u32(m.subscriptionID); m.range.write(&w)
         case .pause(let id), .resume(let id), .unsubscribe(let id):
             w.u32(id)
+        case .setWorkDuration(let m):
+            w.u32(m.subscriptionID); w.zeros(4); w.u64(m.workDurationNs)
         }
         return w.finish()
     }
@@ -52,7 +57,7 @@ public enum ClientMessage: Equatable, Sendable {
         guard let type = MessageType(rawValue: header.type), type.isClientRequest else {
             throw .unknownType(header.type)
         }
-        try MessageHeader.requireKnownSize(type, bytes)
+        try MessageHeader.requireMinimumSize(type, bytes)
         let r = WireReader(bytes, type: header.type)
         switch type {
         case .hello:
@@ -78,8 +83,10 @@ public enum ClientMessage: Equatable, Sendable {
             case 3: selector = .display(selectorID)
             default: throw .invalidField("display selector kind \(kind)")
             }
-            return .subscribe(Subscribe(
-                subscriptionID: id, selector: selector, range: try FrameRateRange.read(r, at: 56), flags: flags))
+            let range = try FrameRateRange.read(r, at: 56)
+            // Protocol 1's 68 bytes end at the range: no work duration. Anything between is cut short.
+            let work = r.count == MessageType.subscribe.minimumSize ? 0 : try workDuration(r, at: 72)
+            return .subscribe(Subscribe(subscriptionID: id, selector: selector, range: range, flags: flags, workDurationNs: work))
         case .setRate:
             return .setRate(SetRate(subscriptionID: try r.u32(8), range: try FrameRateRange.read(r, at: 12)))
         case .pause:
@@ -88,9 +95,19 @@ public enum ClientMessage: Equatable, Sendable {
             return .resume(subscriptionID: try r.u32(8))
         case .unsubscribe:
             return .unsubscribe(subscriptionID: try r.u32(8))
+        case .setWorkDuration:
+            return .setWorkDuration(SetWorkDuration(subscriptionID: try r.u32(8), workDurationNs: try workDuration(r, at: 16)))
         case .welcome, .refused, .displayList, .subscribed, .tick, .displayEvent, .error:
             throw .unknownType(header.type)
         }
+    }
+
+    private static func workDuration(_ r: WireReader, at offset: Int) throws(WireError) -> UInt64 {
+        let ns = try r.u64(offset)
+        guard ns <= WorkDuration.maximumNs else {
+            throw .invalidField("work duration \(ns) ns is over the maximum of \(WorkDuration.maximumNs)")
+        }
+        return ns
     }
 
     public static func decode(_ bytes: [UInt8]) throws(WireError) -> ClientMessage {

@@ -18,10 +18,10 @@ struct MessageHeader {
         return MessageHeader(type: type, size: size)
     }
 
-    /// Rejects a message shorter than the size this version knows for its type.
-    static func requireKnownSize(_ type: MessageType, _ bytes: UnsafeRawBufferPointer) throws(WireError) {
-        guard bytes.count >= type.knownSize else {
-            throw .truncated(type: type.rawValue, size: bytes.count, minimum: type.knownSize)
+    /// Rejects a message shorter than the least any version wrote for its type.
+    static func requireMinimumSize(_ type: MessageType, _ bytes: UnsafeRawBufferPointer) throws(WireError) {
+        guard bytes.count >= type.minimumSize else {
+            throw .truncated(type: type.rawValue, size: bytes.count, minimum: type.minimumSize)
         }
     }
 }

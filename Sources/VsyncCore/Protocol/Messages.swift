@@ -50,6 +50,15 @@ public enum DisplaySelector: Sendable, Equatable, Hashable {
     /// A display id from DISPLAY_LIST.
     case display(UInt32)
 
+    /// Whether a display it names could still appear: `primary` and connector names can;
+    /// CRTC and display ids name what the daemon already reported.
+    public var canAppearLater: Bool {
+        switch self {
+        case .primary, .connector: true
+        case .crtc, .display: false
+        }
+    }
+
     /// The u8 `kind` field on the wire.
     public var kind: UInt8 {
         switch self {
@@ -66,8 +75,9 @@ public struct SubscribeFlags: OptionSet, Sendable, Hashable {
     public init(rawValue: UInt32) { self.rawValue = rawValue }
     /// Create the subscription paused: no ticks until RESUME.
     public static let startPaused = SubscribeFlags(rawValue: 1 << 0)
-    /// While the display is off, keep ticking from the model's prediction (flagged `.predicted`).
-    public static let syntheticWhileOff = SubscribeFlags(rawValue: 1 << 1)
+    /// While the display is off (or refuses vblank events), keep ticking at the last mode's rate
+    /// from the model's prediction, flagged `.predicted`. Protocol 2.
+    public static let predictWhileOff = SubscribeFlags(rawValue: 1 << 1)
 }
 
 /// SUBSCRIBE: ticks from one display at a rate chosen from `range`.
@@ -77,9 +87,27 @@ public struct Subscribe: Sendable, Equatable {
     public var selector: DisplaySelector
     public var range: FrameRateRange
     public var flags: SubscribeFlags
-    public init(subscriptionID: UInt32, selector: DisplaySelector, range: FrameRateRange, flags: SubscribeFlags = []) {
+    /// Wake the client this long before each target vblank (ns); 0 wakes it just after each
+    /// vblank, as in protocol 1. At most `WorkDuration.maximumNs`. Protocol 2.
+    public var workDurationNs: UInt64
+    public init(subscriptionID: UInt32, selector: DisplaySelector, range: FrameRateRange, flags: SubscribeFlags = [], workDurationNs: UInt64 = 0) {
         self.subscriptionID = subscriptionID; self.selector = selector; self.range = range; self.flags = flags
+        self.workDurationNs = workDurationNs
     }
+}
+
+/// SET_WORK_DURATION: change a subscription's work duration. Protocol 2.
+public struct SetWorkDuration: Sendable, Equatable {
+    public var subscriptionID: UInt32
+    public var workDurationNs: UInt64
+    public init(subscriptionID: UInt32, workDurationNs: UInt64) {
+        self.subscriptionID = subscriptionID; self.workDurationNs = workDurationNs
+    }
+}
+
+public enum WorkDuration {
+    /// One second: a longer lead is a misunderstanding, not a frame budget.
+    public static let maximumNs: UInt64 = 1_000_000_000
 }
 
 /// SET_RATE: change a subscription's frame-rate range.
@@ -136,8 +164,10 @@ public struct DisplayInfo: Sendable, Equatable {
     }
 }
 
-/// SUBSCRIBED: the answer to SUBSCRIBE (and to SET_RATE), with the divisor chosen.
+/// SUBSCRIBED: the answer to SUBSCRIBE (and to SET_RATE), with the divisor chosen. Display id 0
+/// (protocol 2): the display is not there yet; another SUBSCRIBED follows when it appears.
 public struct Subscribed: Sendable, Equatable {
+    public var isWaiting: Bool { displayID == 0 }
     public var subscriptionID: UInt32
     public var displayID: UInt32
     public var divisor: UInt32
@@ -155,22 +185,73 @@ public struct TickFlags: OptionSet, Sendable, Hashable {
     public init(rawValue: UInt32) { self.rawValue = rawValue }
     /// `timestampNs` is the kernel's vblank timestamp.
     public static let hardwareTimestamp = TickFlags(rawValue: 1)
-    /// `timestampNs` is the model's prediction (display off, `.syntheticWhileOff`).
+    /// `timestampNs` is the model's prediction (display off, `.predictWhileOff`).
     public static let predicted = TickFlags(rawValue: 2)
     /// From the timer source.
     public static let synthetic = TickFlags(rawValue: 4)
 }
 
-/// TICK: one frame for one subscription. Fixed 72 bytes; the daemon's hot path.
+/// One upcoming presentation candidate: a vblank at the subscription's rate and its predicted time.
+public struct FrameTimeline: Sendable, Equatable, Hashable {
+    public var sequence: UInt64
+    public var presentationNs: UInt64
+    public init(sequence: UInt64, presentationNs: UInt64) {
+        self.sequence = sequence; self.presentationNs = presentationNs
+    }
+}
+
+/// Up to four frame timelines, stored inline so that a tick allocates nothing.
+public struct FrameTimelines: Sendable, Equatable, RandomAccessCollection {
+    public static let capacity = 4
+    private var t0 = FrameTimeline(sequence: 0, presentationNs: 0)
+    private var t1 = FrameTimeline(sequence: 0, presentationNs: 0)
+    private var t2 = FrameTimeline(sequence: 0, presentationNs: 0)
+    private var t3 = FrameTimeline(sequence: 0, presentationNs: 0)
+    public private(set) var count = 0
+
+    public init() {}
+
+    public init(_ timelines: [FrameTimeline]) {
+        for t in timelines { append(t) }
+    }
+
+    public var startIndex: Int { 0 }
+    public var endIndex: Int { count }
+
+    public subscript(i: Int) -> FrameTimeline {
+        precondition(i >= 0 && i < count, "frame timeline index out of range")
+        switch i {
+        case 0: return t0
+        case 1: return t1
+        case 2: return t2
+        default: return t3
+        }
+    }
+
+    /// Adds one; beyond `capacity` it is dropped.
+    public mutating func append(_ t: FrameTimeline) {
+        switch count {
+        case 0: t0 = t
+        case 1: t1 = t
+        case 2: t2 = t
+        case 3: t3 = t
+        default: return
+        }
+        count += 1
+    }
+}
+
+/// TICK: one frame for one subscription: 152 bytes (72 in protocol 1). The daemon's hot path.
 public struct Tick: Sendable, Equatable {
-    public static let wireSize = 72
+    public static let wireSize = 152
+    public static let version1WireSize = 72
     public var subscriptionID: UInt32
     public var displayID: UInt32
-    /// The 64-bit vblank sequence; a multiple of `divisor`.
+    /// The 64-bit sequence of the latest vblank (with a work duration 0: a multiple of `divisor`).
     public var sequence: UInt64
-    /// CLOCK_MONOTONIC ns of the vblank this tick belongs to (the kernel's timestamp).
+    /// CLOCK_MONOTONIC ns of that vblank (the kernel's timestamp, or the model's if `.predicted`).
     public var timestampNs: UInt64
-    /// Predicted ns of the next vblank at this client's rate (sequence + divisor).
+    /// Predicted ns of vblank `targetSequence`, the one the frame being prepared is for.
     public var targetTimestampNs: UInt64
     /// The display's current frame interval (CADisplayLink.duration).
     public var displayIntervalNs: UInt64
@@ -180,14 +261,24 @@ public struct Tick: Sendable, Equatable {
     public var skipped: UInt32
     public var divisor: UInt32
     public var flags: TickFlags
+    /// The target vblank: `sequence + divisor` with work duration 0, else the vblank the wake
+    /// was scheduled for (a multiple of `divisor`). Protocol 2; derived when absent.
+    public var targetSequence: UInt64
+    /// The target and the vblanks after it at this rate, with their predicted times. Protocol 2;
+    /// one (the target) when absent.
+    public var timelines: FrameTimelines
     public init(
         subscriptionID: UInt32, displayID: UInt32, sequence: UInt64, timestampNs: UInt64, targetTimestampNs: UInt64,
-        displayIntervalNs: UInt64, clientIntervalNs: UInt64, skipped: UInt32, divisor: UInt32, flags: TickFlags
+        displayIntervalNs: UInt64, clientIntervalNs: UInt64, skipped: UInt32, divisor: UInt32, flags: TickFlags,
+        targetSequence: UInt64? = nil, timelines: FrameTimelines? = nil
     ) {
         self.subscriptionID = subscriptionID; self.displayID = displayID; self.sequence = sequence
         self.timestampNs = timestampNs; self.targetTimestampNs = targetTimestampNs
         self.displayIntervalNs = displayIntervalNs; self.clientIntervalNs = clientIntervalNs
         self.skipped = skipped; self.divisor = divisor; self.flags = flags
+        let target = targetSequence ?? sequence &+ UInt64(divisor)
+        self.targetSequence = target
+        self.timelines = timelines ?? FrameTimelines([FrameTimeline(sequence: target, presentationNs: targetTimestampNs)])
     }
 }
 

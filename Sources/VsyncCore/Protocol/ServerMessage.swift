@@ -59,7 +59,7 @@ public enum ServerMessage: Equatable, Sendable {
             throw .unknownType(header.type)
         }
         guard !type.isClientRequest else { throw .unknownType(header.type) }
-        try MessageHeader.requireKnownSize(type, bytes)
+        try MessageHeader.requireMinimumSize(type, bytes)
         let r = WireReader(bytes, type: header.type)
         switch type {
         case .welcome:
@@ -100,7 +100,7 @@ public enum ServerMessage: Equatable, Sendable {
             let raw = try r.u16(8)
             guard let code = ErrorCode(rawValue: raw) else { throw .invalidField("error code \(raw)") }
             return .error(ErrorMessage(code: code, subscriptionID: try r.u32(12), message: try r.text(from: 16)))
-        case .hello, .listDisplays, .subscribe, .setRate, .pause, .resume, .unsubscribe:
+        case .hello, .listDisplays, .subscribe, .setRate, .pause, .resume, .unsubscribe, .setWorkDuration:
             throw .unknownType(header.type)
         }
     }

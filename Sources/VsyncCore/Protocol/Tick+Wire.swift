@@ -1,13 +1,15 @@
 extension Tick {
-    /// Writes the 72-byte TICK message into `buffer` without allocating and returns its size,
-    /// or 0 if the buffer is too small. The daemon encodes each tick into one reused buffer.
-    public func encode(into buffer: UnsafeMutableRawBufferPointer) -> Int {
-        guard buffer.count >= Tick.wireSize else { return 0 }
+    /// Writes the TICK message into `buffer` without allocating and returns its size (152 bytes,
+    /// or protocol 1's 72 when `version` is 1), or 0 if the buffer is too small. The daemon
+    /// encodes each tick into one reused buffer.
+    public func encode(into buffer: UnsafeMutableRawBufferPointer, version: UInt16 = WireProtocol.currentVersion) -> Int {
+        let size = version >= 2 ? Tick.wireSize : Tick.version1WireSize
+        guard buffer.count >= size else { return 0 }
         func put<T: FixedWidthInteger>(_ v: T, _ offset: Int) {
             buffer.storeBytes(of: v.littleEndian, toByteOffset: offset, as: T.self)
         }
         put(MessageType.tick.rawValue, 0)
-        put(UInt16(Tick.wireSize), 2)
+        put(UInt16(size), 2)
         put(UInt32(0), 4)
         put(subscriptionID, 8)
         put(displayID, 12)
@@ -20,14 +22,36 @@ extension Tick {
         put(divisor, 60)
         put(flags.rawValue, 64)
         put(UInt32(0), 68)
-        return Tick.wireSize
+        guard size == Tick.wireSize else { return size }
+        put(targetSequence, 72)
+        put(UInt32(timelines.count), 80)
+        put(UInt32(0), 84)
+        for i in 0..<FrameTimelines.capacity {
+            let t = i < timelines.count ? timelines[i] : FrameTimeline(sequence: 0, presentationNs: 0)
+            put(t.sequence, 88 + 16 * i)
+            put(t.presentationNs, 96 + 16 * i)
+        }
+        return size
     }
 
     static func read(_ r: WireReader) throws(WireError) -> Tick {
-        Tick(
+        var tick = Tick(
             subscriptionID: try r.u32(8), displayID: try r.u32(12), sequence: try r.u64(16),
             timestampNs: try r.u64(24), targetTimestampNs: try r.u64(32),
             displayIntervalNs: try r.u64(40), clientIntervalNs: try r.u64(48),
             skipped: try r.u32(56), divisor: try r.u32(60), flags: TickFlags(rawValue: try r.u32(64)))
+        guard r.count > Tick.version1WireSize else { return tick }  // protocol 1: defaults derived above
+        tick.targetSequence = try r.u64(72)
+        _ = try r.u64(Tick.wireSize - 8)  // all or nothing: a tick cut inside the timelines is malformed
+        let count = try r.u32(80)
+        guard count >= 1, count <= UInt32(FrameTimelines.capacity) else {
+            throw .invalidField("timeline count \(count) is not 1…\(FrameTimelines.capacity)")
+        }
+        var timelines = FrameTimelines()
+        for i in 0..<Int(count) {
+            timelines.append(FrameTimeline(sequence: try r.u64(88 + 16 * i), presentationNs: try r.u64(96 + 16 * i)))
+        }
+        tick.timelines = timelines
+        return tick
     }
 }

@@ -5,7 +5,9 @@ public enum WireProtocol {
     /// "VSYN" read as a little-endian u32: the first body field of HELLO, so a stray
     /// connection from something that is not a vsyncd client is refused at once.
     public static let magic: UInt32 = 0x4E59_5356
-    public static let currentVersion: UInt16 = 1
+    /// 2 added work durations, SET_WORK_DURATION, frame timelines in TICK and predicted ticks
+    /// while a display is off (docs/PROTOCOL.md § 8 lists what each version added).
+    public static let currentVersion: UInt16 = 2
     public static let minimumVersion: UInt16 = 1
     public static let maxMessageSize = 4096
     public static let headerSize = 8
@@ -20,25 +22,36 @@ public enum WireProtocol {
 /// Message types. Client → server types are below 0x100, server → client types at or above it.
 public enum MessageType: UInt16, Sendable, CaseIterable {
     case hello = 0x01, listDisplays = 0x02, subscribe = 0x03, setRate = 0x04
-    case pause = 0x05, resume = 0x06, unsubscribe = 0x07
+    case pause = 0x05, resume = 0x06, unsubscribe = 0x07, setWorkDuration = 0x08
     case welcome = 0x101, refused = 0x102, displayList = 0x103, subscribed = 0x104
     case tick = 0x105, displayEvent = 0x106, error = 0x107
 
-    /// Size of the message as this version knows it: the minimum a reader accepts.
-    /// Messages may be longer (fields appended by later versions); for REFUSED, ERROR and
-    /// DISPLAY_LIST this is the fixed part before the text or the records.
+    /// Size of the message as this version writes it. Messages may be longer (fields appended
+    /// by later versions); for REFUSED, ERROR and DISPLAY_LIST this is the fixed part before the
+    /// text or the records.
     public var knownSize: Int {
+        switch self {
+        case .subscribe: 80
+        case .tick: Tick.wireSize
+        default: minimumSize
+        }
+    }
+
+    /// The least a reader accepts: the size in the version that introduced the type. Fields
+    /// appended since are read as their defaults when absent (work duration 0, one timeline).
+    public var minimumSize: Int {
         switch self {
         case .hello: 48
         case .listDisplays: 8
         case .subscribe: 68
         case .setRate: 24
         case .pause, .resume, .unsubscribe: 12
+        case .setWorkDuration: 24
         case .welcome: 20
         case .refused: 12
         case .displayList: 16
         case .subscribed: 136
-        case .tick: Tick.wireSize
+        case .tick: Tick.version1WireSize
         case .displayEvent: 112
         case .error: 16
         }

@@ -25,9 +25,10 @@ public struct RefreshModel: Sendable {
         case outlier
         /// The model started over from this sample (and possibly the rejected ones before it).
         case restarted
-        /// Same sequence as the newest accepted sample: ignored.
+        /// Same sequence as the newest sample seen (accepted or not): ignored. The kernel flushes
+        /// a pending event when a CRTC goes off or changes mode, carrying the last count again.
         case duplicate
-        /// Older than the newest accepted sample (an event for an earlier request): ignored.
+        /// Older than the newest sample seen (an event for an earlier request): ignored.
         case stale
     }
 
@@ -126,10 +127,8 @@ public struct RefreshModel: Sendable {
     /// Feeds one vblank.
     @discardableResult
     public mutating func add(sequence: UInt64, timestampNs: UInt64) -> Verdict {
-        if count > 0 {
-            if sequence == refSeq { return .duplicate }
-            if sequence < refSeq { return .stale }
-        }
+        // The one duplicate check on the tick path: a vblank is ticked once, never twice.
+        if let lastSeen, sequence <= lastSeen { return sequence == lastSeen ? .duplicate : .stale }
         if let lastSeen {
             if sequence > lastSeen {
                 // Saturating: a garbage sequence must not trap the daemon.

@@ -1,0 +1,114 @@
+/// Wake scheduling for a subscription with a work duration W (issue 9, docs/PROTOCOL.md § 7):
+/// its frames are for vblanks s on multiples of its divisor d, and it is woken at P(s) − W,
+/// where P is the refresh model's prediction. Pure: the daemon feeds it the model and the clock.
+public enum FramePacing {
+    /// Frame timelines handed out with every tick: the target and the next three at the rate.
+    public static let timelineCount = 4
+
+    /// One scheduled frame: the target vblank, its predicted time, and when to wake for it.
+    public struct Target: Sendable, Equatable {
+        public var sequence: UInt64
+        public var presentationNs: UInt64
+        public var wakeNs: UInt64
+    }
+
+    /// The next target: the least multiple of `divisor` above `after` (the last target
+    /// delivered, or the newest vblank seen) whose wake P(s) − W is not in the past. W may
+    /// exceed a frame; the frames then overlap. `skipped` counts the multiples passed over
+    /// because their wake time had gone (a late daemon or a W raised mid-stream).
+    public static func nextTarget(
+        after: UInt64, divisor: UInt32, workDurationNs: UInt64, nowNs: UInt64,
+        periodNs: Double, predict: (UInt64) -> UInt64
+    ) -> (target: Target, skipped: UInt64) {
+        let d = UInt64(max(divisor, 1))
+        let first = (after / d &+ 1) &* d
+        var s = first
+        // Jump close to the answer in one step (a long gap, a large W), then walk: rounding of
+        // the prediction may leave the jump one multiple short.
+        let wanted = nowNs &+ workDurationNs
+        let p0 = predict(s)
+        if p0 < wanted, periodNs > 0 {
+            let frames = Double(wanted - p0) / (periodNs * Double(d))
+            if frames.isFinite, frames > 1 { s &+= UInt64(frames.rounded(.down) - 1) &* d }
+        }
+        while predict(s) < wanted { s &+= d }
+        let p = predict(s)
+        return (Target(sequence: s, presentationNs: p, wakeNs: p &- workDurationNs), (s - first) / d)
+    }
+
+    /// The target and the vblanks after it at the subscription's rate, with predicted times.
+    public static func timelines(from target: UInt64, divisor: UInt32, predict: (UInt64) -> UInt64) -> FrameTimelines {
+        var out = FrameTimelines()
+        let d = UInt64(max(divisor, 1))
+        for k in 0..<UInt64(timelineCount) {
+            let s = target &+ k &* d
+            out.append(FrameTimeline(sequence: s, presentationNs: predict(s)))
+        }
+        return out
+    }
+
+    /// The newest vblank at or before `nowNs` by the model (for predicted ticks while a display
+    /// is off): never below `atLeast`.
+    public static func latestVBlank(atOrBefore nowNs: UInt64, atLeast: UInt64, periodNs: Double, predict: (UInt64) -> UInt64) -> UInt64 {
+        var s = atLeast
+        let p = predict(s)
+        if nowNs > p, periodNs > 0 {
+            let frames = Double(nowNs - p) / periodNs
+            if frames.isFinite, frames > 1 { s &+= UInt64(frames.rounded(.down) - 1) }
+        }
+        while predict(s &+ 1) <= nowNs { s &+= 1 }
+        return s
+    }
+}
+
+/// One subscription's pacing state: the frame it will be woken for next, and the last one it
+/// was woken for, so that a reschedule (pause, a new rate or work duration, a mode change)
+/// never hands out the same frame twice.
+public struct FramePacer: Sendable, Equatable {
+    public private(set) var target: FramePacing.Target?
+    public private(set) var lastTargetSequence: UInt64?
+    /// The divisor and work duration `target` was chosen with: a change re-aims.
+    private var divisor: UInt32 = 0
+    private var workDurationNs: UInt64 = 0
+
+    public init() {}
+
+    /// Forgets the scheduled frame; the next `update` chooses afresh.
+    public mutating func reschedule() { target = nil }
+
+    /// Aims at the next frame, or re-predicts the one aimed at (the model moved), and returns
+    /// its wake time. `latestSequence` is the newest vblank seen.
+    public mutating func update(
+        divisor: UInt32, workDurationNs: UInt64, latestSequence: UInt64, nowNs: UInt64,
+        periodNs: Double, predict: (UInt64) -> UInt64
+    ) -> UInt64 {
+        if divisor != self.divisor || workDurationNs != self.workDurationNs {
+            self.divisor = divisor
+            self.workDurationNs = workDurationNs
+            target = nil
+        }
+        if var t = target {
+            t.presentationNs = predict(t.sequence)
+            t.wakeNs = t.presentationNs &- workDurationNs
+            target = t
+            return t.wakeNs
+        }
+        let next = FramePacing.nextTarget(
+            after: max(lastTargetSequence ?? 0, latestSequence), divisor: divisor, workDurationNs: workDurationNs,
+            nowNs: nowNs, periodNs: periodNs, predict: predict)
+        target = next.target
+        return next.target.wakeNs
+    }
+
+    /// The wake-up came at `nowNs`: the frame now due, if any, and how many frames at the rate
+    /// were passed over to aim at the next one (their wakes had gone by). Call `update` first.
+    public mutating func fire(nowNs: UInt64, periodNs: Double, predict: (UInt64) -> UInt64) -> (frame: FramePacing.Target, skipped: UInt64)? {
+        guard let t = target, t.wakeNs <= nowNs else { return nil }
+        lastTargetSequence = t.sequence
+        let next = FramePacing.nextTarget(
+            after: t.sequence, divisor: divisor, workDurationNs: workDurationNs, nowNs: nowNs,
+            periodNs: periodNs, predict: predict)
+        target = next.target
+        return (t, next.skipped)
+    }
+}

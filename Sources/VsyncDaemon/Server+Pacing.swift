@@ -1,0 +1,86 @@
+import Glibc
+import VsyncCore
+
+// Ticks on the pacing timer rather than on a vblank: subscriptions with a work duration (woken
+// at P(s) − W for each target vblank s) and, while a display is off, subscriptions that asked
+// for predicted ticks. One absolute CLOCK_MONOTONIC timerfd serves them all, armed at the
+// earliest wake; the model keeps being fed by real vblanks, and wakes are recomputed from it.
+extension Server {
+    /// Whether the pacing timer, not a vblank, delivers this subscription's ticks.
+    func isPaced(_ sub: Subscription) -> Bool {
+        guard !sub.paused else { return false }
+        return sub.display.isPredicting ? sub.predictWhileOff : sub.workDurationNs > 0
+    }
+
+    /// The newest vblank the display had: the last real one while it is on, else the model's.
+    private func latestVBlank(_ d: Display, now: UInt64) -> (sequence: UInt64, timestampNs: UInt64)? {
+        guard let last = d.lastSample else { return nil }
+        guard d.isPredicting else { return last }
+        let s = FramePacing.latestVBlank(atOrBefore: now, atLeast: last.sequence, periodNs: d.model.periodNs) {
+            d.model.predictedTimestamp(forSequence: $0)
+        }
+        return (s, d.model.predictedTimestamp(forSequence: s))
+    }
+
+    /// Recomputes the display's paced wakes from its model (after a vblank, or a change to a
+    /// subscription, the mode or the display's state) and re-arms the timer.
+    func updatePacing(_ d: Display, now: UInt64 = monotonicNow()) {
+        var earliest: UInt64?
+        let latest = latestVBlank(d, now: now)
+        for sub in d.subscriptions {
+            guard isPaced(sub), let latest else {
+                sub.pacer.reschedule()
+                continue
+            }
+            let wake = sub.pacer.update(
+                divisor: sub.divisor, workDurationNs: sub.workDurationNs, latestSequence: latest.sequence,
+                nowNs: now, periodNs: d.model.periodNs) { d.model.predictedTimestamp(forSequence: $0) }
+            earliest = min(earliest ?? wake, wake)
+        }
+        d.nextWakeNs = earliest
+        armPacing()
+    }
+
+    /// Arms the timer at the earliest wake of any display, or disarms it: no paced
+    /// subscription running, no wake-up.
+    func armPacing() {
+        var earliest: UInt64?
+        for d in displays { if let w = d.nextWakeNs { earliest = min(earliest ?? w, w) } }
+        guard earliest != pacingArmedNs else { return }
+        pacingArmedNs = earliest
+        if let earliest { pacing.arm(atNs: earliest) } else { pacing.disarm() }
+    }
+
+    /// The pacing timer fired: every paced subscription whose wake has come gets its tick and
+    /// its next target.
+    func wake() {
+        pacingArmedNs = nil  // one-shot: it fired
+        let now = monotonicNow()
+        for d in displays where d.nextWakeNs.map({ $0 <= now }) ?? false {
+            guard let latest = latestVBlank(d, now: now) else { continue }
+            let interval = d.periodNs
+            var flags: TickFlags = d.isPredicting ? .predicted : (source.isSynthetic ? .synthetic : .hardwareTimestamp)
+            if d.isPredicting && source.isSynthetic { flags.insert(.synthetic) }
+            let predict = { (s: UInt64) in d.model.predictedTimestamp(forSequence: s) }
+            for sub in d.subscriptions where isPaced(sub) {
+                guard let (t, passed) = sub.pacer.fire(nowNs: now, periodNs: d.model.periodNs, predict: predict) else { continue }
+                sub.skipped &+= UInt32(clamping: passed)
+                // A predicted tick without a work duration is the vblank itself, as a
+                // hardware tick would be; with one, the newest vblank and the target ahead.
+                let onTarget = sub.workDurationNs == 0 && d.isPredicting
+                let sequence = onTarget ? t.sequence : latest.sequence
+                let targetSequence = onTarget ? t.sequence &+ UInt64(sub.divisor) : t.sequence
+                let tick = Tick(
+                    subscriptionID: sub.id, displayID: d.id, sequence: sequence,
+                    timestampNs: onTarget ? t.presentationNs : latest.timestampNs,
+                    targetTimestampNs: predict(targetSequence),
+                    displayIntervalNs: interval, clientIntervalNs: interval &* UInt64(sub.divisor),
+                    skipped: 0, divisor: sub.divisor, flags: flags, targetSequence: targetSequence,
+                    timelines: FramePacing.timelines(from: targetSequence, divisor: sub.divisor, predict: predict))
+                offer(tick, to: sub)
+            }
+            updatePacing(d, now: now)
+        }
+        armPacing()
+    }
+}
