@@ -59,7 +59,7 @@ final class DRMVBlankSource: VBlankSource {
         }
         var why = ""
         uevents = UeventSocket(failure: &why)
-        if uevents == nil { logger.info("no DRM hotplug events (\(why)): displays that appear are found by a re-read twice a second while a client waits") }
+        if uevents == nil { logger.info("no DRM hotplug events (\(why)): displays that appear are found by a re-read four times a second while a client waits") }
     }
 
     deinit {

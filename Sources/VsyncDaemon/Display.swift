@@ -11,6 +11,10 @@ final class Display {
     var vblankActive = false
     /// Last time the CRTC was re-read (mode re-check, off → on polling).
     var lastRecheckNs: UInt64 = 0
+    /// When the display last turned off: a mode set turns it on again within moments, so it is
+    /// re-read once a frame for `Display.offProbeWindowNs` after (see Server+Pacing.swift).
+    var offSinceNs: UInt64?
+    static let offProbeWindowNs: UInt64 = 2_000_000_000
     var lastSample: (sequence: UInt64, timestampNs: UInt64)?
     /// Re-reads prompted by a deviating interval that found the mode unchanged, in a row.
     var fruitlessRechecks = 0
@@ -59,6 +63,9 @@ final class Display {
         model.reset(nominalPeriodNs: source.refresh?.periodNanoseconds ?? Self.fallbackPeriodNs)
         lastSample = nil
         fruitlessRechecks = 0
+        // Some drivers restart the vblank count with a mode: frames are aimed afresh from the
+        // next real vblank, not after a count that may not come again.
+        for sub in subscriptions { sub.pacer = FramePacer() }
     }
 
     func info(isPrimary: Bool, synthetic: Bool) -> DisplayInfo {

@@ -43,9 +43,9 @@ extension Server {
         updateHousekeeping()
     }
 
-    /// A CRTC lit after startup on a card already open raises no event the daemon can watch
-    /// (netlink is outside its sandbox), so a client asking about displays triggers a rescan,
-    /// at most twice a second.
+    /// A CRTC lit after startup on a card already open raises no event (a hotplug uevent is
+    /// for connectors), so a client asking about displays triggers a rescan, at most twice a
+    /// second; housekeeping rescans while a subscription waits for a display.
     func rescanIfStale() {
         let now = monotonicNow()
         guard now &- lastRescanNs >= 500_000_000 else { return }
@@ -100,6 +100,7 @@ extension Server {
         if d.vblankActive { try? source.setActive(d.key, false, token: d.id) }
         d.vblankActive = false
         d.state = .off
+        d.offSinceNs = monotonicNow()
         for sub in d.subscriptions { sub.resetDelivery() }
         broadcastEvent(.off, d)
         updatePacing(d)  // predicted ticks, for those who asked
@@ -110,6 +111,7 @@ extension Server {
         statusDirty = true
         logger.info("display \(d.id) (\(d.source.connectorName)) is on: \(d.source.refresh.map { "\($0)" } ?? "?")")
         d.state = .on
+        d.offSinceNs = nil
         d.resetModel()
         broadcastEvent(.on, d)
         if modeChanged { broadcastEvent(.modeChanged, d) }

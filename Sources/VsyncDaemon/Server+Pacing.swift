@@ -27,15 +27,26 @@ extension Server {
     func updatePacing(_ d: Display, now: UInt64 = monotonicNow()) {
         var earliest: UInt64?
         let latest = latestVBlank(d, now: now)
+        var predicting = false
         for sub in d.subscriptions {
             guard isPaced(sub), let latest else {
                 sub.pacer.reschedule()
                 continue
             }
+            if d.isPredicting { predicting = true }
             let wake = sub.pacer.update(
                 divisor: sub.divisor, workDurationNs: sub.workDurationNs, latestSequence: latest.sequence,
                 nowNs: now, periodNs: d.model.periodNs) { d.model.predictedTimestamp(forSequence: $0) }
             earliest = min(earliest ?? wake, wake)
+        }
+        // Off, with subscribers: re-read the CRTC once a frame while someone gets predicted
+        // ticks, and for a moment after it went off (a mode set lights it again within
+        // milliseconds), so ticks resume within frames of the first real vblank; after that the
+        // twice-a-second housekeeping poll is enough, and costs an idle machine nothing more.
+        if d.state == .off, !d.subscriptions.isEmpty,
+           predicting || d.offSinceNs.map({ now &- $0 < Display.offProbeWindowNs }) ?? false {
+            let probe = d.lastRecheckNs &+ UInt64(d.model.periodNs)
+            earliest = min(earliest ?? probe, probe)
         }
         d.nextWakeNs = earliest
         armPacing()
@@ -52,35 +63,43 @@ extension Server {
     }
 
     /// The pacing timer fired: every paced subscription whose wake has come gets its tick and
-    /// its next target.
+    /// its next target; a display that is off is re-read if its probe is due.
     func wake() {
         pacingArmedNs = nil  // one-shot: it fired
         let now = monotonicNow()
         for d in displays where d.nextWakeNs.map({ $0 <= now }) ?? false {
-            guard let latest = latestVBlank(d, now: now) else { continue }
-            let interval = d.periodNs
-            var flags: TickFlags = d.isPredicting ? .predicted : (source.isSynthetic ? .synthetic : .hardwareTimestamp)
-            if d.isPredicting && source.isSynthetic { flags.insert(.synthetic) }
-            let predict = { (s: UInt64) in d.model.predictedTimestamp(forSequence: s) }
-            for sub in d.subscriptions where isPaced(sub) {
-                guard let (t, passed) = sub.pacer.fire(nowNs: now, periodNs: d.model.periodNs, predict: predict) else { continue }
-                sub.skipped &+= UInt32(clamping: passed)
-                // A predicted tick without a work duration is the vblank itself, as a
-                // hardware tick would be; with one, the newest vblank and the target ahead.
-                let onTarget = sub.workDurationNs == 0 && d.isPredicting
-                let sequence = onTarget ? t.sequence : latest.sequence
-                let targetSequence = onTarget ? t.sequence &+ UInt64(sub.divisor) : t.sequence
-                let tick = Tick(
-                    subscriptionID: sub.id, displayID: d.id, sequence: sequence,
-                    timestampNs: onTarget ? t.presentationNs : latest.timestampNs,
-                    targetTimestampNs: predict(targetSequence),
-                    displayIntervalNs: interval, clientIntervalNs: interval &* UInt64(sub.divisor),
-                    skipped: 0, divisor: sub.divisor, flags: flags, targetSequence: targetSequence,
-                    timelines: FramePacing.timelines(from: targetSequence, divisor: sub.divisor, predict: predict))
-                offer(tick, to: sub)
+            if let latest = latestVBlank(d, now: now) { deliverPaced(d, latest: latest, now: now) }
+            if d.state == .off, now &- d.lastRecheckNs >= UInt64(d.model.periodNs) {
+                recheck(d, now: now)
+                guard displayByID[d.id] === d else { continue }
             }
             updatePacing(d, now: now)
         }
         armPacing()
+    }
+
+    private func deliverPaced(_ d: Display, latest: (sequence: UInt64, timestampNs: UInt64), now: UInt64) {
+        let interval = d.periodNs
+        var flags: TickFlags = d.isPredicting ? .predicted : (source.isSynthetic ? .synthetic : .hardwareTimestamp)
+        if d.isPredicting && source.isSynthetic { flags.insert(.synthetic) }
+        let predict = { (s: UInt64) in d.model.predictedTimestamp(forSequence: s) }
+        for sub in d.subscriptions where isPaced(sub) {
+            guard let (t, passed) = sub.pacer.fire(
+                nowNs: now, newestSequence: latest.sequence, periodNs: d.model.periodNs, predict: predict) else { continue }
+            sub.skipped &+= UInt32(clamping: passed)
+            // A predicted tick without a work duration is the vblank itself, as a hardware tick
+            // would be; with one, the newest vblank and the target ahead.
+            let onTarget = sub.workDurationNs == 0 && d.isPredicting
+            let sequence = onTarget ? t.sequence : latest.sequence
+            let targetSequence = onTarget ? t.sequence &+ UInt64(sub.divisor) : t.sequence
+            let tick = Tick(
+                subscriptionID: sub.id, displayID: d.id, sequence: sequence,
+                timestampNs: onTarget ? t.presentationNs : latest.timestampNs,
+                targetTimestampNs: predict(targetSequence),
+                displayIntervalNs: interval, clientIntervalNs: interval &* UInt64(sub.divisor),
+                skipped: 0, divisor: sub.divisor, flags: flags, targetSequence: targetSequence,
+                timelines: FramePacing.timelines(from: targetSequence, divisor: sub.divisor, predict: predict))
+            offer(tick, to: sub)
+        }
     }
 }

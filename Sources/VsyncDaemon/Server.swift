@@ -196,7 +196,11 @@ final class Server {
                 disconnect(client, reason: "socket full for over \(configuration.stallTimeout) s (client stopped reading)", level: .warning)
             }
         }
-        if clients.values.contains(where: { !$0.waiting.isEmpty }) { rescanIfStale() }
+        // Someone waits for a display that a mode set may light at any moment (no event says
+        // so): re-read the cards at every housekeeping turn (4 Hz) until it is there.
+        if clients.values.contains(where: { !$0.waiting.isEmpty }), now &- lastRescanNs >= Self.housekeepingNs {
+            rescanDisplays(announce: true)
+        }
         for d in displays {
             if d.vblankActive, now &- d.lastRecheckNs >= 1_000_000_000 {
                 recheck(d, now: now)

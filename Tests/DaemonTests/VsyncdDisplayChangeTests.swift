@@ -22,6 +22,8 @@ final class ScriptedVBlankSource: VBlankSource, Sendable {
         var active: [DisplayKey: UInt32] = [:]
         var tokens: [DisplayKey: UInt32] = [:]
         var activations = 0
+        /// The driver refuses vblank events (as some do with EPERM) although the CRTC is lit.
+        var refusing = false
     }
     let state = Mutex(State())
     let wakeRead: Int32
@@ -42,6 +44,8 @@ final class ScriptedVBlankSource: VBlankSource, Sendable {
     func rescan() -> [SourceDisplay] { state.withLock { $0.displays } }
     func refresh(_ key: DisplayKey) -> SourceDisplay? { state.withLock { s in s.displays.first { $0.key == key } } }
     func setActive(_ key: DisplayKey, _ on: Bool, token: UInt32) throws(VBlankFailure) {
+        let refused = state.withLock { s in on && s.refusing }
+        if refused { throw .other("drmCrtcQueueSequence on CRTC \(key.crtcID): Operation not permitted") }
         let off = state.withLock { s -> Bool in
             s.tokens[key] = token
             guard let d = s.displays.first(where: { $0.key == key }), d.isActive || !on else { return true }
@@ -57,9 +61,12 @@ final class ScriptedVBlankSource: VBlankSource, Sendable {
             let out = s.events.compactMap { e -> SourceEvent? in
                 switch e {
                 case let .vblank(key, sequence, timestampNs):
-                    s.active[key].map { .vblank(token: $0, sequence: sequence, timestampNs: timestampNs) }
-                case let .failed(key, failure): s.tokens[key].map { .failed(token: $0, failure) }
-                case .devicesChanged: .devicesChanged
+                    return s.active[key].map { .vblank(token: $0, sequence: sequence, timestampNs: timestampNs) }
+                case let .failed(key, failure):
+                    // As a real source: a display whose events failed gets none until asked again.
+                    s.active[key] = nil
+                    return s.tokens[key].map { .failed(token: $0, failure) }
+                case .devicesChanged: return .devicesChanged
                 }
             }
             s.events = []
@@ -74,6 +81,7 @@ final class ScriptedVBlankSource: VBlankSource, Sendable {
     }
     func isActive(_ key: DisplayKey) -> Bool { state.withLock { $0.active[key] != nil } }
     func update(_ body: (inout [SourceDisplay]) -> Void) { state.withLock { body(&$0.displays) } }
+    func setRefusing(_ refusing: Bool) { state.withLock { $0.refusing = refusing } }
 }
 
 /// The Server on its own thread. The test thread never touches the server after handing it
@@ -204,7 +212,8 @@ extension VsyncdTests {
             let onMessages = messages(client) { if case .displayEvent(let e) = $0 { e.kind == .on } else { false } }
             guard case .displayEvent(let on)? = onMessages.last else { Issue.record("no on event"); return }
             #expect(on.display.state == .on && on.display.refreshMillihertz == 60_000)
-            #expect(source.isActive(Self.key))
+            // Vblank events are asked for again as the display turns on (after the event is sent).
+            #expect(waitUntil(timeout: 1) { source.isActive(Self.key) })
 
             // Pause: the daemon stops asking for vblanks.
             client.send(.pause(subscriptionID: 1))

@@ -126,5 +126,37 @@ extension VsyncdTests {
             #expect(hdmiLive.display.connectorName == "HDMI-A-1" && hdmiLive.divisor == 1)
             #expect(Date().timeIntervalSince(pushedAt) < 0.4, "attached on the hotplug event, not the periodic re-read")
         }
+
+        /// A driver that refuses vblank events (EPERM) although the display is lit: predicted
+        /// ticks for the client that asked, hardware ticks again once it relents.
+        @Test(.timeLimit(.minutes(1)))
+        func predictedTicksWhileTheDriverRefusesVBlanks() throws {
+            let source = ScriptedVBlankSource(displays: [Changes.virtual1(hz: 60)])
+            let daemon = try InProcessDaemon(source: source)
+            defer { daemon.stop() }
+            let client = try RawClient(path: daemon.socketPath)
+            try client.handshake(version: 2)
+            client.send(.subscribe(Subscribe(subscriptionID: 1, selector: .primary, range: .default, flags: .predictWhileOff)))
+            let period = 1e9 / 60
+            let now = monotonicNowNs()
+            source.push((91...100).map { seq in .vblank(Self.key, sequence: seq, timestampNs: now - UInt64(Double(100 - seq) * period)) })
+            _ = Self.messages(client, timeout: 1) { if case .tick(let t) = $0 { t.sequence == 100 } else { false } }
+
+            // Re-arming fails with EPERM: the display stays on, its ticks are predicted.
+            source.setRefusing(true)
+            source.push([.failed(Self.key, .other("drmCrtcQueueSequence on CRTC 40: Operation not permitted"))])
+            let predicted = Self.ticks(Self.messages(client, timeout: 0.6) { _ in false })
+            #expect(predicted.count >= 20, "\(predicted.count) predicted ticks in 0.6 s at 60 Hz")
+            #expect(predicted.allSatisfy { $0.flags == .predicted && $0.sequence > 100 })
+            // The daemon retries once a second; when the driver relents, real vblanks take over.
+            source.setRefusing(false)
+            let deadline = Date().addingTimeInterval(3)
+            while !source.isActive(Self.key) && Date() < deadline { usleep(20_000) }
+            #expect(source.isActive(Self.key), "vblank events not requested again")
+            let t0 = monotonicNowNs()
+            source.push((500...503).map { .vblank(Self.key, sequence: $0, timestampNs: t0 + UInt64(Double($0 - 500) * period)) })
+            let after = Self.ticks(Self.messages(client, timeout: 1) { if case .tick(let t) = $0 { t.sequence == 503 } else { false } })
+            #expect(after.last?.flags == .hardwareTimestamp && after.last?.sequence == 503, "\(after.suffix(6).map { ($0.sequence, $0.flags.rawValue) })")
+        }
     }
 }

@@ -47,7 +47,7 @@ struct PacingSimulation {
             nowNs = max(nowNs, next)
             let m = model
             if let wake, wake <= nextVBlank {
-                if let fired = pacer.fire(nowNs: nowNs, periodNs: m.periodNs, predict: { m.predictedTimestamp(forSequence: $0) }) {
+                if let fired = pacer.fire(nowNs: nowNs, newestSequence: latest, periodNs: m.periodNs, predict: { m.predictedTimestamp(forSequence: $0) }) {
                     wakes.append((nowNs, fired.frame, fired.skipped))
                 }
             } else {
@@ -206,15 +206,39 @@ struct FramePacingTests {
         var sim = PacingSimulation(periodNs: period60Hz, divisor: 1, workDurationNs: 4_000_000)
         sim.run(until: farTimestampBase + 200_000_000)
         let m = sim.model
+        let predict = { (s: UInt64) in m.predictedTimestamp(forSequence: s) }
         let target = try #require(sim.pacer.target)
-        // The daemon wakes 40 ms late: frames target+1, +2 had their wakes in between.
-        let late = target.wakeNs + 40_000_000
-        let fired = sim.pacer.fire(nowNs: late, periodNs: m.periodNs) { m.predictedTimestamp(forSequence: $0) }
-        #expect(fired?.frame == target)
+        // Late by 3 ms of the 4: the target is still ahead, so it is handed out.
+        let onTime = sim.pacer.fire(nowNs: target.wakeNs + 3_000_000, newestSequence: sim.latest, periodNs: m.periodNs, predict: predict)
+        #expect(onTime?.frame == target && onTime?.skipped == 0)
+
+        // Late by 40 ms: that target has already been shown. Nothing is handed out for it; the
+        // next frame whose wake is still ahead is aimed at, and all passed over are counted with it.
+        let second = try #require(sim.pacer.target)
+        let late = second.wakeNs + 40_000_000
+        let missed = sim.pacer.fire(nowNs: late, newestSequence: sim.latest, periodNs: m.periodNs, predict: predict)
+        #expect(missed == nil)
         let next = try #require(sim.pacer.target)
         #expect(next.wakeNs >= late)
-        #expect(fired?.skipped == next.sequence - target.sequence - 1)
-        #expect(fired?.skipped ?? 0 >= 2)
+        let fired = sim.pacer.fire(nowNs: next.wakeNs, newestSequence: sim.latest, periodNs: m.periodNs, predict: predict)
+        let delivered = try #require(fired)
+        #expect(delivered.frame == next)
+        #expect(delivered.skipped == next.sequence - second.sequence)
+        #expect(delivered.skipped >= 3)
+    }
+
+    /// A model that has not caught up with a mode change may still think a target is ahead
+    /// when a real vblank at or past it has come: that frame is passed over, never handed out
+    /// with a target behind its newest vblank.
+    @Test func aTargetAlreadyPassedByARealVBlankIsNotHandedOut() throws {
+        var sim = PacingSimulation(periodNs: period60Hz, divisor: 1, workDurationNs: 5_000_000)
+        sim.run(until: farTimestampBase + 200_000_000)
+        let m = sim.model
+        let target = try #require(sim.pacer.target)
+        let fired = sim.pacer.fire(nowNs: target.wakeNs, newestSequence: target.sequence, periodNs: m.periodNs) { m.predictedTimestamp(forSequence: $0) }
+        #expect(fired == nil)
+        let next = try #require(sim.pacer.target)
+        #expect(next.sequence > target.sequence)
     }
 
     @Test func timelinesFollowTheTargetAtTheRate() {

@@ -100,15 +100,35 @@ public struct FramePacer: Sendable, Equatable {
         return next.target.wakeNs
     }
 
+    /// Frames passed over since the last one handed out, reported with the next.
+    private var passedOver: UInt64 = 0
+
     /// The wake-up came at `nowNs`: the frame now due, if any, and how many frames at the rate
-    /// were passed over to aim at the next one (their wakes had gone by). Call `update` first.
-    public mutating func fire(nowNs: UInt64, periodNs: Double, predict: (UInt64) -> UInt64) -> (frame: FramePacing.Target, skipped: UInt64)? {
+    /// were passed over since the last one handed out (their wakes had gone by). A wake-up so
+    /// late that its target vblank has already happened (with W = 0: the next one) hands out
+    /// nothing: that frame is passed over too, and the next is aimed at. Call `update` first.
+    public mutating func fire(
+        nowNs: UInt64, newestSequence: UInt64, periodNs: Double, predict: (UInt64) -> UInt64
+    ) -> (frame: FramePacing.Target, skipped: UInt64)? {
         guard let t = target, t.wakeNs <= nowNs else { return nil }
-        lastTargetSequence = t.sequence
+        // With a work duration the frame is useless once its vblank is shown (by the clock, or
+        // by a real vblank already at or past it: the model lagging a mode change); without one
+        // (a predicted vblank while the display is off) the tick is the vblank itself, news
+        // until the next one at the rate.
+        let due: Bool
+        if workDurationNs > 0 {
+            due = t.presentationNs > nowNs && t.sequence > newestSequence
+        } else {
+            due = t.presentationNs &+ UInt64(periodNs * Double(max(divisor, 1))) > nowNs
+        }
+        if due { lastTargetSequence = t.sequence } else { passedOver &+= 1 }
         let next = FramePacing.nextTarget(
             after: t.sequence, divisor: divisor, workDurationNs: workDurationNs, nowNs: nowNs,
             periodNs: periodNs, predict: predict)
         target = next.target
-        return (t, next.skipped)
+        passedOver &+= next.skipped
+        guard due else { return nil }
+        defer { passedOver = 0 }
+        return (t, passedOver)
     }
 }
