@@ -23,6 +23,7 @@
 
 static volatile sig_atomic_t start_recording, finish;
 static int index_, announced, recording;
+static uint64_t work_ns;
 static uint64_t *latencies;
 static size_t count, capacity;
 static uint64_t received, lost, skipped_total, divisor = 1, previous;
@@ -49,11 +50,14 @@ static void on_frame(struct vsync_link *link, const struct vsync_frame *f, void 
         latencies = realloc(latencies, capacity * sizeof *latencies);
         if (!latencies) abort();
     }
-    latencies[count++] = entry > f->timestamp_ns ? entry - f->timestamp_ns : 0;
+    /* Paced (--work-ns): from the wake instant vsyncd aimed at, lost frames by target sequence. */
+    uint64_t reference = work_ns ? f->target_timestamp_ns - work_ns : f->timestamp_ns;
+    uint64_t sequence = work_ns ? f->target_sequence : f->sequence;
+    latencies[count++] = entry > reference ? entry - reference : 0;
     received++;
     skipped_total += f->skipped;
-    if (previous && f->sequence > previous + divisor) lost += (f->sequence - previous) / divisor - 1;
-    previous = f->sequence;
+    if (previous && sequence > previous + divisor) lost += (sequence - previous) / divisor - 1;
+    previous = sequence;
 }
 
 static int compare(const void *a, const void *b) {
@@ -83,6 +87,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--index")) index_ = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--fps")) fps = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--max-seconds")) max_seconds = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--work-ns")) work_ns = strtoull(argv[i + 1], NULL, 10);
     }
     // No SA_RESTART: a signal must end dispatch's wait so the flags are seen at once.
     struct sigaction sa;
@@ -98,6 +103,7 @@ int main(int argc, char **argv) {
     }
     struct vsync_link *link = vsync_link_create(client, NULL, on_frame, NULL);
     vsync_link_set_rate(link, 0, 0, fps);
+    if (work_ns) vsync_link_set_work_duration(link, work_ns);
     time_t give_up = time(NULL) + max_seconds;
     while (!finish && time(NULL) < give_up) {
         if (start_recording && !recording) {

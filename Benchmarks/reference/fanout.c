@@ -111,12 +111,13 @@ static double percentile_us(const uint32_t *sorted, uint64_t count, double p) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: fanout --clients N --rate HZ --seconds S [--warmup S] [--stamp deadline|wake] [--sndbuf BYTES]\n");
+    fprintf(stderr, "usage: fanout --clients N --rate HZ --seconds S [--warmup S] [--stamp deadline|wake] [--sndbuf BYTES] [--work-ns W]\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
     long clients = 1; double rate = 60, seconds = 5, warmup = 1; int stamp_deadline = 1, sndbuf = 0;
+    uint64_t work_ns = 0;
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc) usage();
         if (!strcmp(argv[i], "--clients")) clients = atol(argv[++i]);
@@ -125,6 +126,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--warmup")) warmup = atof(argv[++i]);
         else if (!strcmp(argv[i], "--stamp")) { i++; stamp_deadline = !strcmp(argv[i], "deadline"); }
         else if (!strcmp(argv[i], "--sndbuf")) sndbuf = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--work-ns")) work_ns = strtoull(argv[++i], NULL, 10);
         else usage();
     }
     if (clients < 1 || rate <= 0 || seconds <= 0 || warmup < 0) usage();
@@ -167,6 +169,9 @@ int main(int argc, char **argv) {
     int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
     if (tfd < 0) die("timerfd_create");
     uint64_t start = now_ns(CLOCK_MONOTONIC) + 100000000u; // 100 ms for the children to reach recv()
+    // --work-ns W: wake W before each period boundary, as vsyncd wakes a paced client W before
+    // its target vblank; stamped with that instant (for a periodic timer only the phase moves).
+    start = start + period_ns - work_ns % period_ns;
     struct itimerspec its = {
         .it_interval = { (time_t)(period_ns / 1000000000u), (long)(period_ns % 1000000000u) },
         .it_value = { (time_t)(start / 1000000000u), (long)(start % 1000000000u) },

@@ -24,7 +24,7 @@ extension Server {
 
     /// Recomputes the display's paced wakes from its model (after a vblank, or a change to a
     /// subscription, the mode or the display's state) and re-arms the timer.
-    func updatePacing(_ d: Display, now: UInt64 = monotonicNow()) {
+    func updatePacing(_ d: Display, now: UInt64 = monotonicNow(), arm: Bool = true) {
         var earliest: UInt64?
         let latest = latestVBlank(d, now: now)
         var predicting = false
@@ -49,15 +49,17 @@ extension Server {
             earliest = min(earliest ?? probe, probe)
         }
         d.nextWakeNs = earliest
-        armPacing()
+        if arm { armPacing() }
     }
 
     /// Arms the timer at the earliest wake of any display, or disarms it: no paced
     /// subscription running, no wake-up.
-    func armPacing() {
+    /// `fired`: the timer expired and was not read, so it must be set (or disarmed) anew, which
+    /// clears its count, even to the same deadline.
+    func armPacing(fired: Bool = false) {
         var earliest: UInt64?
         for d in displays { if let w = d.nextWakeNs { earliest = min(earliest ?? w, w) } }
-        guard earliest != pacingArmedNs else { return }
+        guard fired || earliest != pacingArmedNs else { return }
         pacingArmedNs = earliest
         if let earliest { pacing.arm(atNs: earliest) } else { pacing.disarm() }
     }
@@ -65,7 +67,6 @@ extension Server {
     /// The pacing timer fired: every paced subscription whose wake has come gets its tick and
     /// its next target; a display that is off is re-read if its probe is due.
     func wake() {
-        pacingArmedNs = nil  // one-shot: it fired
         let now = monotonicNow()
         for d in displays where d.nextWakeNs.map({ $0 <= now }) ?? false {
             if let latest = latestVBlank(d, now: now) { deliverPaced(d, latest: latest, now: now) }
@@ -73,9 +74,9 @@ extension Server {
                 recheck(d, now: now)
                 guard displayByID[d.id] === d else { continue }
             }
-            updatePacing(d, now: now)
+            updatePacing(d, now: now, arm: false)
         }
-        armPacing()
+        armPacing(fired: true)
     }
 
     private func deliverPaced(_ d: Display, latest: (sequence: UInt64, timestampNs: UInt64), now: UInt64) {

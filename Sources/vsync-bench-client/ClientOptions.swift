@@ -6,6 +6,8 @@ struct ClientOptions: Sendable {
     var index = 0
     var mode = Mode.tick
     var fps = 0
+    /// Work duration in ns: paced ticks, measured from the wake instant (target − W).
+    var workNs: UInt64 = 0
     var readyFD: Int32 = 3
     var maxSeconds = 600
     var socketPath = ProcessInfo.processInfo.environment["VSYNCD_SOCKET"] ?? "/run/vsyncd/vsyncd.sock"
@@ -26,6 +28,7 @@ struct ClientOptions: Sendable {
                 guard let m = Mode(rawValue: v) else { usage("unknown mode \(v)") }
                 o.mode = m
             case "--fps": o.fps = Int(value()) ?? 0
+            case "--work-ns": o.workNs = UInt64(value()) ?? 0
             case "--ready-fd": o.readyFD = Int32(value()) ?? 3
             case "--max-seconds": o.maxSeconds = Int(value()) ?? 600
             case "--socket": o.socketPath = value()

@@ -67,11 +67,12 @@ enum RawConnection {
 extension RawConnection {
     /// Subscribes at `fps` and records every tick on the calling thread, blocking in recv
     /// like the C reference's clients. Never returns; SIGUSR2 ends the process.
-    static func receiveTicks(fd: Int32, fps: Int, recorder: Recorder, ready: () -> Void) -> Never {
+    static func receiveTicks(fd: Int32, fps: Int, workNs: UInt64, recorder: Recorder, ready: () -> Void) -> Never {
         var timeout = timeval(tv_sec: 0, tv_usec: 0)  // block without limit: the bench signals the end
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         let subscribe = ClientMessage.subscribe(Subscribe(
-            subscriptionID: 1, selector: .primary, range: FrameRateRange(preferredFramesPerSecond: fps))).encoded()
+            subscriptionID: 1, selector: .primary, range: FrameRateRange(preferredFramesPerSecond: fps),
+            workDurationNs: workNs)).encoded()
         _ = subscribe.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: WireProtocol.maxMessageSize, alignment: 8)
         var announced = false
@@ -85,8 +86,10 @@ extension RawConnection {
                 recorder.finish(exitCode: 2)
             }
             guard case .tick(let tick)? = try? ServerMessage.decode(UnsafeRawBufferPointer(rebasing: buffer[0..<n])) else { continue }
+            // Paced: from the wake instant the daemon aimed at, lost frames by target sequence.
             recorder.record(
-                entryNs: entry, timestampNs: tick.timestampNs, sequence: tick.sequence, skipped: Int(tick.skipped),
+                entryNs: entry, timestampNs: workNs > 0 ? tick.targetTimestampNs &- workNs : tick.timestampNs,
+                sequence: workNs > 0 ? tick.targetSequence : tick.sequence, skipped: Int(tick.skipped),
                 intervalNs: tick.clientIntervalNs, durationNs: tick.displayIntervalNs)
             if !announced { announced = true; ready() }
         }

@@ -10,6 +10,10 @@
 // connect: handshakes on a raw socket and subscribes to nothing (vsync-bench --idle).
 // paused:  a DisplayLink created paused (vsync-bench --idle).
 //
+// --work-ns W: the link subscribes with that work duration; latency is then measured from the
+// instant the daemon aims the wake at (targetTimestamp − W), and lost frames from gaps in the
+// target sequence.
+//
 // Control, so every client measures the same window as the daemon's CPU figure:
 // it writes "I\n" to the ready fd once it is live (tick mode: after its first tick);
 // SIGUSR1 starts recording, SIGUSR2 prints one JSON line (ClientReport) on stdout and exits.
@@ -46,14 +50,17 @@ case .tick, .direct, .paused:
         let entry = DisplayLink.currentTimeNanoseconds()
         // The whole frame under one lock, as a frame-pacing app would read it.
         guard let frame = link.currentFrame else { return }
+        let paced = options.workNs > 0
         recorder.record(
-            entryNs: entry, timestampNs: frame.timestampNanoseconds, sequence: frame.sequence,
+            entryNs: entry, timestampNs: paced ? frame.targetTimestampNanoseconds &- options.workNs : frame.timestampNanoseconds,
+            sequence: paced ? frame.targetSequence : frame.sequence,
             skipped: frame.skipped,
-            intervalNs: frame.targetTimestampNanoseconds &- frame.timestampNanoseconds,
+            intervalNs: paced ? frame.durationNanoseconds : frame.targetTimestampNanoseconds &- frame.timestampNanoseconds,
             durationNs: frame.durationNanoseconds)
     }
     link.errorHandler = { error in recorder.note("\(error)") }
     link.preferredFramesPerSecond = options.fps
+    link.workDuration = .nanoseconds(Int64(options.workNs))
     if options.mode == .paused {
         link.isPaused = true
         link.start(on: queue)
@@ -67,7 +74,7 @@ case .tick, .direct, .paused:
 case .raw:
     switch RawConnection.handshake(socketPath: options.socketPath) {
     case .success(let fd):
-        RawConnection.receiveTicks(fd: fd, fps: options.fps, recorder: recorder) { ReadyPipe.announce(options) }
+        RawConnection.receiveTicks(fd: fd, fps: options.fps, workNs: options.workNs, recorder: recorder) { ReadyPipe.announce(options) }
     case .failure(let message):
         recorder.note(message)
         recorder.finish(exitCode: 2)

@@ -8,6 +8,8 @@ struct DaemonRun {
     let vsyncd: String
     let client: String
     let workDir: String
+    /// Clients subscribe with this work duration (0: not paced).
+    var workNs: UInt64 = 0
 
     /// A running vsyncd with its clients; `stop()` ends them all.
     struct Session {
@@ -61,7 +63,8 @@ struct DaemonRun {
         for i in 0..<count {
             do {
                 let c = try ChildProcess.spawn(
-                    client, ["--index", "\(i)", "--mode", mode, "--max-seconds", "\(maxSeconds)"],
+                    client, ["--index", "\(i)", "--mode", mode, "--max-seconds", "\(maxSeconds)"]
+                        + (workNs > 0 ? ["--work-ns", "\(workNs)"] : []),
                     environment: ["VSYNCD_SOCKET": socket],
                     stdoutPath: dir + "/client-\(i).json", stderrPath: dir + "/clients.log",
                     inherit: [(writeFD, 3)])

@@ -40,11 +40,14 @@ struct ReferenceRun {
         var nonvoluntary_switches_per_tick: Double
     }
 
-    func run(clients: Int, rate: Int, seconds: Double, warmup: Double, workDir: String) throws -> SideResult {
+    /// `workNs` > 0 shifts the sender's timer by the work duration: the instants vsyncd wakes
+    /// paced clients at, relative to the vblank grid (for a periodic timer, only a phase).
+    func run(clients: Int, rate: Int, seconds: Double, warmup: Double, workNs: UInt64 = 0, workDir: String) throws -> SideResult {
         let out = workDir + "/fanout-\(clients)-\(rate).json"
         let err = workDir + "/fanout-\(clients)-\(rate).log"
         let child = try ChildProcess.spawn(
-            binary, ["--clients", "\(clients)", "--rate", "\(rate)", "--seconds", "\(seconds)", "--warmup", "\(warmup)"],
+            binary, ["--clients", "\(clients)", "--rate", "\(rate)", "--seconds", "\(seconds)", "--warmup", "\(warmup)"]
+                + (workNs > 0 ? ["--work-ns", "\(workNs)"] : []),
             stdoutPath: out, stderrPath: err)
         let status = child.wait(seconds: warmup + seconds + 60 + Double(clients) * 0.05)
         guard status == 0, let data = FileManager.default.contents(atPath: out),

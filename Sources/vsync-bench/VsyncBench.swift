@@ -34,6 +34,8 @@ struct VsyncBench: ParsableCommand {
     @Flag(help: "Run only the C reference (to calibrate a machine).") var referenceOnly = false
     @Option(help: "Our clients: 'callback' (DisplayLink on a dispatch queue, the product), 'direct' (DisplayLink.start(): the handler on the library's reader thread), 'c' (a C program in libvsync's dispatch loop; Benchmarks/libvsync-client.c, built at run time against libvsync.so) or 'raw' (blocking recv on a plain socket like the C clients, to isolate the daemon's share).")
     var clientMode = "callback"
+    @Option(help: "Frame pacing (issue 9): our clients subscribe with this work duration in ms and are measured from the wake instant the daemon aims at (targetTimestamp − W), the C floor's timer is shifted by W and measured from its deadline. 0: not paced.")
+    var workDuration: Double = 0
     @Flag(help: "Keep the work directory (logs, client reports).") var keep = false
 
     mutating func run() throws {
@@ -42,6 +44,8 @@ struct VsyncBench: ParsableCommand {
         let hzs = try Self.list(rates, "--rates")
         guard seconds > 0, warmup >= 0 else { throw ValidationError("--seconds must be > 0 and --warmup ≥ 0") }
         guard rounds >= 1 else { throw ValidationError("--rounds must be ≥ 1") }
+        guard workDuration >= 0 && workDuration <= 1000 else { throw ValidationError("--work-duration must be 0 to 1000 ms") }
+        let workNs = UInt64((workDuration * 1e6).rounded())
         Self.raiseFileLimit(clients: counts.max() ?? 0)
         let workDir = try Self.makeWorkDir()
         let cleanup = Self.installCleanup(removing: keep ? nil : workDir)
@@ -55,13 +59,13 @@ struct VsyncBench: ParsableCommand {
         if clientMode == "c" && !referenceOnly && !idle {
             clientBinary = try LibvsyncClient.build(repository: Self.repositoryRoot(), library: binDir + "/libvsync.so", workDir: workDir)
         }
-        let ours = DaemonRun(vsyncd: vsyncd ?? binDir + "/vsyncd", client: clientBinary, workDir: workDir)
+        let ours = DaemonRun(vsyncd: vsyncd ?? binDir + "/vsyncd", client: clientBinary, workDir: workDir, workNs: workNs)
         if !referenceOnly || idle {
             for path in [ours.vsyncd, ours.client] where !FileManager.default.isExecutableFile(atPath: path) {
                 throw BenchError("\(path) is not an executable: build it first (swift build -c release) or pass --vsyncd/--client")
             }
         }
-        Self.log("vsync-bench: \(Machine.summary); clients: \(clientMode); work dir \(workDir)")
+        Self.log("vsync-bench: \(Machine.summary); clients: \(clientMode)\(workNs > 0 ? ", work duration \(workDuration) ms" : ""); work dir \(workDir)")
 
         if idle {
             var rows: [DaemonRun.IdleResult] = []
@@ -93,7 +97,7 @@ struct VsyncBench: ParsableCommand {
                     }
                     let runReference = {
                         Self.log("N=\(n) @ \(hz) Hz\(tag): C reference …")
-                        do { referenceRounds.append(try reference.run(clients: n, rate: hz, seconds: seconds, warmup: warmup, workDir: workDir)) }
+                        do { referenceRounds.append(try reference.run(clients: n, rate: hz, seconds: seconds, warmup: warmup, workNs: workNs, workDir: workDir)) }
                         catch { Self.log("N=\(n) @ \(hz) Hz: reference failed: \(error)") }
                     }
                     if round % 2 == 0 { runOurs(); runReference() } else { runReference(); runOurs() }
@@ -109,7 +113,7 @@ struct VsyncBench: ParsableCommand {
             print(ResultTable.render(cells))
             let targets = cells.flatMap(\.targets)
             if !targets.isEmpty {
-                print("Targets (issue 4):")
+                print(workNs > 0 ? "Targets (issue 9, work duration \(workDuration) ms: latency from the wake instant):" : "Targets (issue 4):")
                 for t in targets { print("  " + t.line) }
             }
             let notes = cells.flatMap { c in

@@ -23,7 +23,8 @@ struct VBlankTruth {
     var conflicts: [String] = []
 
     /// Builds the progression from the full-rate clients' ticks; the other clients' ticks fill in
-    /// `timestamps` (and are checked against it).
+    /// `timestamps` (and are checked against it). Where the kernel's own record was taken, use
+    /// `init(kernel:clients:)`: this one compares vsyncd with itself.
     init(full: [[FollowTick]], others: [[FollowTick]] = []) {
         for tick in (full + others).joined() {
             if let known = timestamps[tick.seq], known != tick.timestampNs {
@@ -32,7 +33,24 @@ struct VBlankTruth {
             timestamps[tick.seq] = tick.timestampNs
         }
         let fullSeqs = Set(full.joined().map(\.seq))
-        let samples = fullSeqs.sorted().map { (sequence: $0, timestampNs: timestamps[$0]!) }
+        let known = timestamps
+        segmentize(fullSeqs.sorted().map { (sequence: $0, timestampNs: known[$0]!) })
+    }
+
+    /// The progression from the kernel's own record (KernelRecord), independent of vsyncd;
+    /// `conflicts` lists every client tick whose timestamp is not the kernel's for its sequence.
+    init(kernel: KernelRecord, clients: [[FollowTick]]) {
+        timestamps = kernel.timestamps
+        for tick in clients.joined() {
+            if let real = kernel.timestamps[tick.seq], real != tick.timestampNs {
+                conflicts.append("seq \(tick.seq): vsyncd said \(tick.timestampNs), the kernel \(real)")
+            }
+        }
+        segmentize(kernel.ordered)
+    }
+
+    /// Splits `samples` (ascending sequences) into arithmetic progressions, one per mode.
+    private mutating func segmentize(_ samples: [(sequence: UInt64, timestampNs: UInt64)]) {
         var current: [(sequence: UInt64, timestampNs: UInt64)] = []
         var period: Double?
         func close() {
@@ -123,7 +141,7 @@ enum TickCheck {
                 fail("seq \(tick.seq) timestamp \(tick.timestampNs) is \(Int(onProgression)) ns off the kernel's progression")
             }
             if let real = truth.timestamps[tick.seq], real != tick.timestampNs {
-                fail("seq \(tick.seq) timestamp \(tick.timestampNs) differs from another client's \(real)")
+                fail("seq \(tick.seq) timestamp \(tick.timestampNs) differs from the truth's \(real) (the kernel's record, or another client)")
             }
             if abs(Double(tick.durationNs) - period) > durationToleranceNs {
                 fail("seq \(tick.seq) duration \(tick.durationNs) ns, the display's period is \(String(format: "%.1f", period)) ns")

@@ -16,6 +16,7 @@ struct VsyncdVMTests {
         var script = try VsyncdGuestScript()
         script.listDisplays()
         script.shell("vsyncd_start")
+        try script.recordKernel("k")
         // Mode 0 is fbcon's default; the others are held by vkms-modeset while their clients run.
         let modes: [Double?] = [nil, 75, 144]
         for (index, hz) in modes.enumerated() {
@@ -30,17 +31,22 @@ struct VsyncdVMTests {
             for client in Self.rates(nominal) { script.shell("stop m\(index)\(client.name)") }
             if hz != nil { script.shell("release") }
         }
-        script.shell("vsyncd_stop; dump")
+        script.shell("stop k; vsyncd_stop; dump")
         let out = try await script.run(timeout: 400)
         #expect(out.result.status == 0 && out.errors.isEmpty && out.status("vsyncd") == 0, "\(out)")
+        #expect(out.vblankMethod == "crtc-sequence", "vsyncd's vblank method on vkms: \(out.vblankMethod ?? "not logged")")
+        let kernel = KernelRecord(out.all("k"))
+        #expect(kernel.ordered.count > 500, "kernel recorder: \(out.all("k.err"))")
 
         let defaultHz = try out.defaultRefreshHz()
         for (index, hz) in modes.enumerated() {
             let exactHz = hz.map { 1e9 / customModePeriodNs($0) } ?? defaultHz
             let clients = Self.rates(hz ?? 60)
             let full = out.ticks("m\(index)full")
-            let truth = VBlankTruth(full: [full], others: clients.dropFirst().map { out.ticks("m\(index)\($0.name)") })
-            #expect(truth.conflicts.isEmpty, "clients disagree on vblank timestamps: \(truth.conflicts.prefix(5))")
+            // The truth is the kernel's own record, matched by sequence: every tick's timestamp is
+            // the kernel's, and the progression (period, residuals) is the kernel's, not vsyncd's.
+            let truth = VBlankTruth(kernel: kernel, clients: [full] + clients.dropFirst().map { out.ticks("m\(index)\($0.name)") })
+            #expect(truth.conflicts.isEmpty, "ticks whose timestamp is not the kernel's: \(truth.conflicts.prefix(5))")
             let start = try #require(out.mark("start\(index)")), end = try #require(out.mark("end\(index)"))
             let segment = try #require(truth.segment(containing: start + (end - start) / 2), "no vblank progression at \(exactHz) Hz: \(out)")
             // The kernel's progression is the mode's exact period (vkms rounds it to whole ns).
@@ -68,6 +74,7 @@ struct VsyncdVMTests {
         var script = try VsyncdGuestScript()
         script.listDisplays()
         script.shell("vsyncd_start")
+        try script.recordKernel("k")
         let clients: [(name: String, fps: Int)] = [("full", 0), ("half", 30), ("third", 20)]
         for client in clients { script.shell("follow \(client.name) --fps \(client.fps)") }
         for client in clients { script.shell("wait_ticks \(client.name) 5") }
@@ -75,14 +82,15 @@ struct VsyncdVMTests {
         script.shell("modeset --hold 4 144")
         script.shell("sleep 3; mark end")
         for client in clients { script.shell("stop \(client.name)") }
-        script.shell("vsyncd_stop; dump")
+        script.shell("stop k; vsyncd_stop; dump")
         let out = try await script.run()
         #expect(out.result.status == 0 && out.errors.isEmpty && out.status("vsyncd") == 0, "\(out)")
 
         let defaultHz = try out.defaultRefreshHz()
         let steady = try #require(out.mark("steady")), end = try #require(out.mark("end"))
         let report = try ModeChangeCheck.run(
-            out, clients: clients, expectedHz: [defaultHz, 1e9 / customModePeriodNs(144)], from: steady, to: end)
+            out, clients: clients, expectedHz: [defaultHz, 1e9 / customModePeriodNs(144)], from: steady, to: end,
+            kernel: KernelRecord(out.all("k")))
         #expect(report.failures.isEmpty, "\(report.failures.joined(separator: "\n"))")
     }
 }
@@ -93,13 +101,17 @@ struct VsyncdVMTests {
 enum ModeChangeCheck {
     struct Report { var failures: [String] = [] }
 
+    /// With `kernel` (the kernel's own record), the truth is that record; without, the full-rate
+    /// client's ticks.
     static func run(
-        _ out: VsyncdGuestOutput, clients: [(name: String, fps: Int)], expectedHz: [Double], from: UInt64, to: UInt64
+        _ out: VsyncdGuestOutput, clients: [(name: String, fps: Int)], expectedHz: [Double], from: UInt64, to: UInt64,
+        kernel: KernelRecord? = nil
     ) throws -> Report {
         var report = Report()
         let full = out.ticks(clients[0].name)
-        let truth = VBlankTruth(full: [full], others: clients.dropFirst().map { out.ticks($0.name) })
-        report.failures += truth.conflicts.prefix(5).map { "clients disagree: \($0)" }
+        let truth = kernel.map { VBlankTruth(kernel: $0, clients: clients.map { out.ticks($0.name) }) }
+            ?? VBlankTruth(full: [full], others: clients.dropFirst().map { out.ticks($0.name) })
+        report.failures += truth.conflicts.prefix(5).map { "\(kernel == nil ? "clients disagree" : "not the kernel's"): \($0)" }
         let segments = truth.segments.filter { $0.lastNs >= from && $0.firstNs <= to }
         guard segments.count == expectedHz.count else {
             report.failures.append("expected \(expectedHz.count) modes in the run, the kernel's timeline has \(segments.count): "

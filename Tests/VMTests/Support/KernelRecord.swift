@@ -1,0 +1,62 @@
+import Foundation
+
+/// The kernel's own record of every vblank of the primary CRTC, taken in the guest beside vsyncd
+/// by Tests/vm-tools/kernel-vblank-recorder.c (drmCrtcQueueSequence; it retries while the CRTC
+/// is off). Independent of vsyncd: the truth the VM tests match vsyncd's ticks against, by sequence.
+struct KernelRecord {
+    /// Sequence → the kernel's timestamp.
+    var timestamps: [UInt64: UInt64] = [:]
+    /// In the order recorded, each sequence once.
+    var ordered: [(sequence: UInt64, timestampNs: UInt64)] = []
+
+    /// The lines the recorder printed: "<sequence> <ns>".
+    init(_ lines: [String]) {
+        for line in lines {
+            let parts = line.split(separator: " ")
+            guard parts.count == 2, let seq = UInt64(parts[0]), let ns = UInt64(parts[1]) else { continue }
+            if timestamps[seq] == nil { ordered.append((seq, ns)) }
+            timestamps[seq] = ns
+        }
+    }
+
+    /// Pauses in the record longer than `ns`: the CRTC was off, or a mode set.
+    func gaps(longerThan ns: UInt64) -> [(before: (sequence: UInt64, timestampNs: UInt64), after: (sequence: UInt64, timestampNs: UInt64))] {
+        zip(ordered, ordered.dropFirst()).filter { $1.timestampNs - $0.timestampNs > ns }.map { ($0, $1) }
+    }
+
+    /// Builds the recorder on the host (the guest runs the host's files), once per test run.
+    static func recorderPath() throws -> String {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        let out = root.appendingPathComponent(".build/vm-tools")
+        try FileManager.default.createDirectory(at: out, withIntermediateDirectories: true)
+        let binary = out.appendingPathComponent("kernel-vblank-recorder").path
+        let source = root.appendingPathComponent("Tests/vm-tools/kernel-vblank-recorder.c").path
+        let cc = Process()
+        cc.executableURL = URL(fileURLWithPath: "/usr/bin/cc")
+        cc.arguments = ["-O2", "-Wall", "-Werror", "-I/usr/include/libdrm", source, "-ldrm", "-o", binary]
+        try cc.run()
+        cc.waitUntilExit()
+        guard cc.terminationStatus == 0 else { throw VsyncdVMError("cc \(source) failed (is libdrm-dev installed?)") }
+        return binary
+    }
+}
+
+extension VsyncdGuestScript {
+    /// Starts the kernel recorder in the guest as client NAME: `stop NAME` ends it, `dump` prints
+    /// its lines as `@@NAME <sequence> <ns>`; read them with `KernelRecord(out.all(NAME))`.
+    mutating func recordKernel(_ name: String) throws {
+        shell("KVR='\(try KernelRecord.recorderPath())'")
+        shell(#""$KVR" >/tmp/c.\#(name).out 2>/tmp/c.\#(name).err & PID_\#(name)=$!; CLIENTS="${CLIENTS:-} \#(name)""#)
+    }
+}
+
+extension VsyncdGuestOutput {
+    /// The vblank method vsyncd said it uses ("crtc-sequence" or "wait-vblank"), from its log.
+    var vblankMethod: String? {
+        for line in log {
+            for method in ["crtc-sequence", "wait-vblank"] where line.contains("opened ") && line.contains(method) { return method }
+        }
+        return nil
+    }
+}
