@@ -53,9 +53,8 @@ extension Server {
     }
 
     /// Arms the timer at the earliest wake of any display, or disarms it: no paced
-    /// subscription running, no wake-up.
-    /// `fired`: the timer expired and was not read, so it must be set (or disarmed) anew, which
-    /// clears its count, even to the same deadline.
+    /// subscription running, no wake-up. `fired`: the timer expired and was not read, so it is
+    /// set (or disarmed) anew even to the same deadline, which clears its count.
     func armPacing(fired: Bool = false) {
         var earliest: UInt64?
         for d in displays { if let w = d.nextWakeNs { earliest = min(earliest ?? w, w) } }

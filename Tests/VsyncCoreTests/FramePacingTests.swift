@@ -241,6 +241,15 @@ struct FramePacingTests {
         #expect(next.sequence > target.sequence)
     }
 
+    /// A prediction that never moves (a model with no samples says 0) must not hang the
+    /// daemon's loop: the search is bounded.
+    @Test func aDegeneratePredictionEndsTheSearch() {
+        let next = FramePacing.nextTarget(after: 10, divisor: 2, workDurationNs: 4_000_000, nowNs: 5_000_000_000, periodNs: 0) { _ in 0 }
+        #expect(next.target.sequence > 10 && next.target.sequence % 2 == 0)
+        let latest = FramePacing.latestVBlank(atOrBefore: 5_000_000_000, atLeast: 10, periodNs: 0) { _ in 0 }
+        #expect(latest >= 10)
+    }
+
     @Test func timelinesFollowTheTargetAtTheRate() {
         var m = RefreshModel(nominalPeriodNs: period144Hz)
         for s in 0..<UInt64(20) { _ = m.add(sequence: farSequenceBase + s, timestampNs: vblankTime(farSequenceBase + s, periodNs: period144Hz)) }

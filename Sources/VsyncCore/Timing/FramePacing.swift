@@ -4,6 +4,10 @@
 public enum FramePacing {
     /// Frame timelines handed out with every tick: the target and the next three at the rate.
     public static let timelineCount = 4
+    /// Bounds on the search for a frame: a jump of at most 2^40 frames (years at any rate), then
+    /// at most this many single steps.
+    static let maximumJump = 1_099_511_627_776.0
+    static let maximumWalk = 4_096
 
     /// One scheduled frame: the target vblank, its predicted time, and when to wake for it.
     public struct Target: Sendable, Equatable {
@@ -29,9 +33,12 @@ public enum FramePacing {
         let p0 = predict(s)
         if p0 < wanted, periodNs > 0 {
             let frames = Double(wanted - p0) / (periodNs * Double(d))
-            if frames.isFinite, frames > 1 { s &+= UInt64(frames.rounded(.down) - 1) &* d }
+            if frames.isFinite, frames > 1 { s &+= UInt64(min(frames, maximumJump).rounded(.down) - 1) &* d }
         }
-        while predict(s) < wanted { s &+= d }
+        // Bounded: a degenerate prediction (it cannot happen with a fitted model) must not hang
+        // the daemon's loop.
+        var steps = 0
+        while predict(s) < wanted, steps < maximumWalk { s &+= d; steps += 1 }
         let p = predict(s)
         return (Target(sequence: s, presentationNs: p, wakeNs: p &- workDurationNs), (s - first) / d)
     }
@@ -54,9 +61,10 @@ public enum FramePacing {
         let p = predict(s)
         if nowNs > p, periodNs > 0 {
             let frames = Double(nowNs - p) / periodNs
-            if frames.isFinite, frames > 1 { s &+= UInt64(frames.rounded(.down) - 1) }
+            if frames.isFinite, frames > 1 { s &+= UInt64(min(frames, maximumJump).rounded(.down) - 1) }
         }
-        while predict(s &+ 1) <= nowNs { s &+= 1 }
+        var steps = 0
+        while predict(s &+ 1) <= nowNs, steps < maximumWalk { s &+= 1; steps += 1 }
         return s
     }
 }
