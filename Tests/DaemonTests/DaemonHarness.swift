@@ -200,6 +200,17 @@ final class RawClient {
         return nil
     }
 
+    /// Messages until `done` returns true for one (included) or `timeout` seconds pass.
+    func messages(timeout: Double = 3, until done: (ServerMessage) -> Bool) -> [ServerMessage] {
+        var out: [ServerMessage] = []
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline, case .message(let m) = receive(timeout: max(0, deadline.timeIntervalSinceNow)) {
+            out.append(m)
+            if done(m) { break }
+        }
+        return out
+    }
+
     /// Everything already in the socket, without waiting.
     func drain() -> [ServerMessage] {
         var out: [ServerMessage] = []

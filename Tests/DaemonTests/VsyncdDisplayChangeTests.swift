@@ -148,16 +148,6 @@ extension VsyncdTests {
             return ts
         }
 
-        func messages(_ client: RawClient, until done: (ServerMessage) -> Bool, timeout: Double = 3) -> [ServerMessage] {
-            var out: [ServerMessage] = []
-            let deadline = Date().addingTimeInterval(timeout)
-            while Date() < deadline, case .message(let m) = client.receive(timeout: max(0, deadline.timeIntervalSinceNow)) {
-                out.append(m)
-                if done(m) { break }
-            }
-            return out
-        }
-
         @Test func kernelTimestampsModeChangeOffOnAndRemoval() throws {
             let source = ScriptedVBlankSource(displays: [Self.virtual1(hz: 60)])
             let daemon = try InProcessDaemon(source: source)
@@ -187,9 +177,9 @@ extension VsyncdTests {
             // out: vblanks after that (the next read) are on the new mode.
             source.update { $0[0] = Self.virtual1(hz: 144) }
             next = Self.vblanks(source, 112...113, hz: 144, start: next)
-            var afterChange = messages(client) { if case .displayEvent(let e) = $0 { e.kind == .modeChanged } else { false } }
+            var afterChange = client.messages { if case .displayEvent(let e) = $0 { e.kind == .modeChanged } else { false } }
             next = Self.vblanks(source, 114...140, hz: 144, start: next)
-            afterChange += messages(client) { if case .tick(let t) = $0 { t.divisor == 5 } else { false } }
+            afterChange += client.messages { if case .tick(let t) = $0 { t.divisor == 5 } else { false } }
             let event = afterChange.compactMap { if case .displayEvent(let e) = $0 { e } else { nil } }.first
             #expect(event?.kind == .modeChanged)
             #expect(event?.display.refreshMillihertz == 144_000)
@@ -203,13 +193,13 @@ extension VsyncdTests {
             // Off: the wait fails with EINVAL.
             source.update { $0[0] = Self.virtual1(hz: 144, active: false) }
             source.push([.failed(Self.key, .off)])
-            let offMessages = messages(client) { if case .displayEvent(let e) = $0 { e.kind == .off } else { false } }
+            let offMessages = client.messages { if case .displayEvent(let e) = $0 { e.kind == .off } else { false } }
             guard case .displayEvent(let off)? = offMessages.last else { Issue.record("no off event"); return }
             #expect(off.display.state == .off)
 
             // On again: found by the 500 ms poll.
             source.update { $0[0] = Self.virtual1(hz: 60) }
-            let onMessages = messages(client) { if case .displayEvent(let e) = $0 { e.kind == .on } else { false } }
+            let onMessages = client.messages { if case .displayEvent(let e) = $0 { e.kind == .on } else { false } }
             guard case .displayEvent(let on)? = onMessages.last else { Issue.record("no on event"); return }
             #expect(on.display.state == .on && on.display.refreshMillihertz == 60_000)
             // Vblank events are asked for again as the display turns on (after the event is sent).
@@ -229,13 +219,13 @@ extension VsyncdTests {
                                       refresh: RefreshRate(hertz: 75), width: 1920, height: 1080)
             source.update { $0.append(other) }
             source.push([.devicesChanged])
-            let added = messages(client) { if case .displayEvent(let e) = $0 { e.kind == .added } else { false } }
+            let added = client.messages { if case .displayEvent(let e) = $0 { e.kind == .added } else { false } }
             guard case .displayEvent(let addedEvent)? = added.last else { Issue.record("no added event"); return }
             #expect(addedEvent.display.connectorName == "HDMI-A-1" && addedEvent.display.deviceName == "card1")
 
             source.update { $0.removeAll { $0.key == Self.key } }
             source.push([.devicesChanged])
-            let removed = messages(client) { if case .displayEvent(let e) = $0 { e.kind == .removed } else { false } }
+            let removed = client.messages { if case .displayEvent(let e) = $0 { e.kind == .removed } else { false } }
             guard case .displayEvent(let removedEvent)? = removed.last else { Issue.record("no removed event"); return }
             #expect(removedEvent.display.connectorName == "Virtual-1")
             // Its subscription is gone with it.
@@ -250,7 +240,7 @@ extension VsyncdTests {
             source.update { $0.append(late) }
             usleep(600_000)  // rescans are rate-limited to two a second
             client.send(.listDisplays)
-            let listed = messages(client) { if case .displayList = $0 { true } else { false } }
+            let listed = client.messages { if case .displayList = $0 { true } else { false } }
             guard case .displayList(let list)? = listed.last else { Issue.record("no list"); return }
             #expect(list.map(\.connectorName).sorted() == ["DP-2", "HDMI-A-1"])
             #expect(listed.contains { if case .displayEvent(let e) = $0 { e.kind == .added } else { false } })

@@ -12,17 +12,6 @@ extension VsyncdTests {
         typealias Changes = DisplayChanges
         static let key = Changes.key
 
-        /// Messages until `done` (or `timeout` s).
-        static func messages(_ client: RawClient, timeout: Double = 3, until done: (ServerMessage) -> Bool) -> [ServerMessage] {
-            var out: [ServerMessage] = []
-            let deadline = Date().addingTimeInterval(timeout)
-            while Date() < deadline, case .message(let m) = client.receive(timeout: max(0, deadline.timeIntervalSinceNow)) {
-                out.append(m)
-                if done(m) { break }
-            }
-            return out
-        }
-
         static func ticks(_ messages: [ServerMessage]) -> [Tick] {
             messages.compactMap { if case .tick(let t) = $0 { t } else { nil } }
         }
@@ -47,14 +36,14 @@ extension VsyncdTests {
             source.push((last - 29...last).map { seq in
                 .vblank(Self.key, sequence: seq, timestampNs: now - UInt64(Double(last - seq) * period))
             })
-            let before = Self.ticks(Self.messages(predicting, timeout: 1) { if case .tick(let t) = $0 { t.sequence == last } else { false } })
+            let before = Self.ticks(predicting.messages(timeout: 1) { if case .tick(let t) = $0 { t.sequence == last } else { false } })
             #expect(before.last?.flags == .hardwareTimestamp)
 
             // The CRTC goes off: the predicting client keeps ticking at 30 fps from the model.
             source.update { $0[0] = Changes.virtual1(hz: 60, active: false) }
             source.push([.failed(Self.key, .off)])
             let offAt = monotonicNowNs()
-            let whileOff = Self.messages(predicting, timeout: 1.2) { _ in false }
+            let whileOff = predicting.messages(timeout: 1.2) { _ in false }
             #expect(whileOff.contains { if case .displayEvent(let e) = $0 { e.kind == .off } else { false } })
             let predicted = Self.ticks(whileOff)
             #expect(predicted.count >= 25 && predicted.count <= 38, "\(predicted.count) predicted ticks in 1.2 s at 30 fps")
@@ -75,12 +64,12 @@ extension VsyncdTests {
 
             // Back on (found by the 500 ms poll): predictions stop, hardware ticks resume.
             source.update { $0[0] = Changes.virtual1(hz: 60) }
-            let onMessages = Self.messages(predicting) { if case .displayEvent(let e) = $0 { e.kind == .on } else { false } }
+            let onMessages = predicting.messages { if case .displayEvent(let e) = $0 { e.kind == .on } else { false } }
             #expect(onMessages.contains { if case .displayEvent(let e) = $0 { e.kind == .on } else { false } })
             let resume: UInt64 = 2_000
             let t0 = monotonicNowNs()
             source.push((resume...resume + 3).map { .vblank(Self.key, sequence: $0, timestampNs: t0 + UInt64(Double($0 - resume) * period)) })
-            let after = Self.ticks(Self.messages(predicting, timeout: 1) { if case .tick(let t) = $0 { t.sequence == resume + 2 } else { false } })
+            let after = Self.ticks(predicting.messages(timeout: 1) { if case .tick(let t) = $0 { t.sequence == resume + 2 } else { false } })
             #expect(after.last?.flags == .hardwareTimestamp && after.last?.sequence == resume + 2, "\(after.map { ($0.sequence, $0.flags) })")
         }
 
@@ -98,7 +87,7 @@ extension VsyncdTests {
             // Lit by a mode set, which raises no event: the twice-a-second re-read finds it.
             let litAt = Date()
             source.update { $0[0] = Changes.virtual1(hz: 60) }
-            let found = Self.messages(client) { if case .subscribed = $0 { true } else { false } }
+            let found = client.messages { if case .subscribed = $0 { true } else { false } }
             #expect(found.contains { if case .displayEvent(let e) = $0 { e.kind == .added && e.display.connectorName == "Virtual-1" } else { false } })
             guard case .subscribed(let live)? = found.last else { Issue.record("no SUBSCRIBED once the display came: \(found)"); return }
             #expect(!live.isWaiting && live.divisor == 2 && live.display.connectorName == "Virtual-1")
@@ -106,12 +95,12 @@ extension VsyncdTests {
             #expect(source.isActive(Self.key))
             let now = monotonicNowNs()
             source.push((10...14).map { .vblank(Self.key, sequence: $0, timestampNs: now + UInt64($0 - 10) * 16_666_667) })
-            let ticks = Self.ticks(Self.messages(client) { if case .tick(let t) = $0 { t.sequence == 14 } else { false } })
+            let ticks = Self.ticks(client.messages { if case .tick(let t) = $0 { t.sequence == 14 } else { false } })
             #expect(ticks.map(\.sequence) == [10, 12, 14])
 
             // A connector that comes later by hotplug (a uevent: devicesChanged) is found at once.
             client.send(.subscribe(Subscribe(subscriptionID: 2, selector: .connector("HDMI-A-1"), range: .default)))
-            guard case .subscribed(let second)? = Self.messages(client, until: { if case .subscribed = $0 { true } else { false } }).last else {
+            guard case .subscribed(let second)? = client.messages(until: { if case .subscribed = $0 { true } else { false } }).last else {
                 Issue.record("no answer"); return
             }
             #expect(second.isWaiting)
@@ -121,7 +110,7 @@ extension VsyncdTests {
             source.update { $0.append(hdmi) }
             let pushedAt = Date()
             source.push([.devicesChanged])
-            let attached = Self.messages(client) { if case .subscribed(let s) = $0 { s.subscriptionID == 2 } else { false } }
+            let attached = client.messages { if case .subscribed(let s) = $0 { s.subscriptionID == 2 } else { false } }
             guard case .subscribed(let hdmiLive)? = attached.last else { Issue.record("HDMI-A-1 not attached: \(attached)"); return }
             #expect(hdmiLive.display.connectorName == "HDMI-A-1" && hdmiLive.divisor == 1)
             #expect(Date().timeIntervalSince(pushedAt) < 0.4, "attached on the hotplug event, not the periodic re-read")
@@ -140,12 +129,12 @@ extension VsyncdTests {
             let period = 1e9 / 60
             let now = monotonicNowNs()
             source.push((91...100).map { seq in .vblank(Self.key, sequence: seq, timestampNs: now - UInt64(Double(100 - seq) * period)) })
-            _ = Self.messages(client, timeout: 1) { if case .tick(let t) = $0 { t.sequence == 100 } else { false } }
+            _ = client.messages(timeout: 1) { if case .tick(let t) = $0 { t.sequence == 100 } else { false } }
 
             // Re-arming fails with EPERM: the display stays on, its ticks are predicted.
             source.setRefusing(true)
             source.push([.failed(Self.key, .other("drmCrtcQueueSequence on CRTC 40: Operation not permitted"))])
-            let predicted = Self.ticks(Self.messages(client, timeout: 0.6) { _ in false })
+            let predicted = Self.ticks(client.messages(timeout: 0.6) { _ in false })
             #expect(predicted.count >= 20, "\(predicted.count) predicted ticks in 0.6 s at 60 Hz")
             #expect(predicted.allSatisfy { $0.flags == .predicted && $0.sequence > 100 })
             // The daemon retries once a second; when the driver relents, real vblanks take over.
@@ -155,7 +144,7 @@ extension VsyncdTests {
             #expect(source.isActive(Self.key), "vblank events not requested again")
             let t0 = monotonicNowNs()
             source.push((500...503).map { .vblank(Self.key, sequence: $0, timestampNs: t0 + UInt64(Double($0 - 500) * period)) })
-            let after = Self.ticks(Self.messages(client, timeout: 1) { if case .tick(let t) = $0 { t.sequence == 503 } else { false } })
+            let after = Self.ticks(client.messages(timeout: 1) { if case .tick(let t) = $0 { t.sequence == 503 } else { false } })
             #expect(after.last?.flags == .hardwareTimestamp && after.last?.sequence == 503, "\(after.suffix(6).map { ($0.sequence, $0.flags.rawValue) })")
         }
     }
