@@ -14,9 +14,10 @@ struct FaultVMTests {
         var script = try VsyncdGuestScript()
         script.listDisplays()
         script.shell("vsyncd_start")
+        try script.recordKernel("k")
         script.shell("follow full --fps 0; raw ev 0; wait_ticks full 5; wait_ticks ev 5")
         script.shell("sleep 2; modeset --hold 3 off on; sleep 2")
-        script.shell("stop full; stop ev TERM; vsyncd_stop; dump")
+        script.shell("stop full; stop ev TERM; stop k; vsyncd_stop; dump")
         let out = try await script.run()
         #expect(out.result.status == 0 && out.errors.isEmpty && out.status("vsyncd") == 0, "\(out)")
 
@@ -36,13 +37,14 @@ struct FaultVMTests {
         #expect(inside.isEmpty, "follow got ticks timed while the CRTC was off: \(inside.map(\.seq).prefix(5))")
         #expect(TickCheck.notIncreasing(full).isEmpty, "follow got sequences twice or backwards: \(TickCheck.notIncreasing(full).prefix(5))")
         #expect(full.allSatisfy { $0.flags == ["hardware"] }, "no predicted or synthetic ticks without asking")
-        // Ticks come back after on, on the kernel's timeline.
-        let truth = VBlankTruth(full: [full])
-        let after = try #require(truth.segments.first { $0.firstNs > onNs - 200_000_000 }, "no ticks after the CRTC came back on")
-        let resumeMs = (Double(after.firstNs) - Double(onNs)) / 1e6
-        print("CRTC on: first tick's vblank \(String(format: "%.1f", resumeMs)) ms after the on event")
+        // Ticks come back after on, on the kernel's timeline (its own record, matched by sequence).
+        let truth = VBlankTruth(kernel: KernelRecord(out.all("k")), clients: [full])
+        #expect(truth.conflicts.isEmpty, "ticks whose timestamp is not the kernel's: \(truth.conflicts.prefix(5))")
+        let after = try #require(truth.segments.last { $0.lastNs > onNs }, "no kernel vblanks after the CRTC came back on")
+        let firstBack = try #require(full.first { $0.timestampNs >= after.firstNs }, "no ticks after the CRTC came back on")
+        print("CRTC on: first vblank \(ms(after.firstNs, offNs)) ms after the off event, first tick's vblank \(ms(firstBack.timestampNs, onNs)) ms after the on event")
         let report = TickCheck.check("full", full, divisor: 1, segment: after, truth: truth,
-                                     from: after.firstNs + UInt64(3 * after.periodNs), to: after.lastNs, minimumTicks: 5)
+                                     from: max(after.firstNs, onNs) + UInt64(3 * after.periodNs), to: after.lastNs, minimumTicks: 5)
         print("  after on: " + report.summary)
         #expect(report.failures.isEmpty, "\(report.failures.joined(separator: "\n"))")
     }
@@ -53,6 +55,7 @@ struct FaultVMTests {
         var script = try VsyncdGuestScript()
         script.listDisplays()
         script.shell("vsyncd_start")
+        try script.recordKernel("k")
         let clients: [(name: String, fps: Int)] = [("full", 0), ("half", 30), ("third", 20)]
         for client in clients { script.shell("follow \(client.name) --fps \(client.fps)") }
         script.shell("raw ev 30")
@@ -61,7 +64,7 @@ struct FaultVMTests {
         script.shell("modeset --hold 3 144 75")
         script.shell("sleep 2; mark end")
         for client in clients { script.shell("stop \(client.name)") }
-        script.shell("stop ev TERM; vsyncd_stop; dump")
+        script.shell("stop ev TERM; stop k; vsyncd_stop; dump")
         let out = try await script.run()
         #expect(out.result.status == 0 && out.errors.isEmpty && out.status("vsyncd") == 0, "\(out)")
 
@@ -80,7 +83,8 @@ struct FaultVMTests {
                     "no SUBSCRIBED with divisor \(divisor) at \(mhz) mHz")
         }
         let steady = try #require(out.mark("steady")), end = try #require(out.mark("end"))
-        let report = try ModeChangeCheck.run(out, clients: clients, expectedHz: modes, from: steady, to: end)
+        let report = try ModeChangeCheck.run(out, clients: clients, expectedHz: modes, from: steady, to: end,
+                                             kernel: KernelRecord(out.all("k")))
         #expect(report.failures.isEmpty, "\(report.failures.joined(separator: "\n"))")
     }
 
@@ -89,10 +93,11 @@ struct FaultVMTests {
     @Test func sigkilledDaemonRestartedClientsReconnectWithin1s() async throws {
         var script = try VsyncdGuestScript()
         script.shell("vsyncd_start")
+        try script.recordKernel("k")
         script.shell("follow full --fps 0; follow half --fps 30; wait_ticks full 5; wait_ticks half 5")
         script.shell("sleep 2; kill -KILL $VSYNCD; mark killed; wait $VSYNCD 2>/dev/null; sleep 1.5")
         script.shell("vsyncd_restart_timed; sleep 3")
-        script.shell("stop full; stop half; vsyncd_stop; dump")
+        script.shell("stop full; stop half; stop k; vsyncd_stop; dump")
         let out = try await script.run()
         #expect(out.result.status == 0 && out.errors.isEmpty && out.status("vsyncd") == 0, "\(out)")
         let killed = try #require(out.mark("killed")), launched = try #require(out.mark("launch"))
@@ -100,7 +105,8 @@ struct FaultVMTests {
         let serving = try #require(out.all("serving").first.flatMap { UInt64($0) }, "no @@serving: \(out)")
         print("vsyncd restart: socket accepting \(ms(listening, launched)) ms and serving \(ms(serving, launched)) ms after launch (TCG, debug build)")
 
-        let truth = VBlankTruth(full: [out.ticks("full")], others: [out.ticks("half")])
+        let truth = VBlankTruth(kernel: KernelRecord(out.all("k")), clients: [out.ticks("full"), out.ticks("half")])
+        #expect(truth.conflicts.isEmpty, "ticks whose timestamp is not the kernel's: \(truth.conflicts.prefix(5))")
         for (name, divisor) in [("full", UInt64(1)), ("half", UInt64(2))] {
             let ticks = out.ticks(name)
             let after = ticks.filter { $0.receivedNs > listening }
@@ -128,20 +134,22 @@ struct FaultVMTests {
         var script = try VsyncdGuestScript()
         // A long stall timeout keeps the stuck client connected (and its socket full) throughout.
         script.shell("vsyncd_start --stall-timeout 60")
+        try script.recordKernel("k")
         script.shell("follow steady --fps 0; wait_ticks steady 5; sleep 1")
         script.shell("mark base; sleep 5; mark baseEnd")
         script.shell("follow victim --fps 0; echo \"@@victim.pid $PID_victim\"; raw stuck 0 --never-read; wait_ticks victim 10; wait_ticks stuck 1")
         // Process start-up in a TCG guest stalls everything: measure after it settled.
         script.shell("sleep 1.5; mark disturb; sleep 1; stop victim KILL; sleep 4; mark end")
         script.shell("echo \"@@stuck.alive $(kill -0 $PID_stuck 2>/dev/null && echo yes || echo no)\"")
-        script.shell("stop steady; stop stuck KILL; vsyncd_stop; dump")
+        script.shell("stop steady; stop stuck KILL; stop k; vsyncd_stop; dump")
         let out = try await script.run()
         #expect(out.result.status == 0 && out.errors.isEmpty && out.status("vsyncd") == 0, "\(out)")
         let base = try #require(out.mark("base")), baseEnd = try #require(out.mark("baseEnd"))
         let disturb = try #require(out.mark("disturb")), end = try #require(out.mark("end"))
 
         let steady = out.ticks("steady")
-        let truth = VBlankTruth(full: [steady])
+        let truth = VBlankTruth(kernel: KernelRecord(out.all("k")), clients: [steady])
+        #expect(truth.conflicts.isEmpty, "ticks whose timestamp is not the kernel's: \(truth.conflicts.prefix(5))")
         let segment = try #require(truth.segment(containing: disturb), "no vblank progression: \(out)")
         let before = TickCheck.check("steady (alone)", steady, divisor: 1, segment: segment, truth: truth, from: base, to: baseEnd)
         let during = TickCheck.check("steady (with killed + stuck clients)", steady, divisor: 1, segment: segment, truth: truth, from: disturb, to: end)
@@ -170,16 +178,19 @@ struct FaultVMTests {
     @Test func stoppedDaemonModelRecoversWithinAFewFrames() async throws {
         var script = try VsyncdGuestScript()
         script.shell("vsyncd_start")
+        try script.recordKernel("k")
         script.shell("follow full --fps 0; follow half --fps 30; wait_ticks full 5; wait_ticks half 5")
         script.shell("sleep 2; mark stop; kill -STOP $VSYNCD; sleep 3; kill -CONT $VSYNCD; mark cont; sleep 3; mark end")
-        script.shell("stop full; stop half; vsyncd_stop; dump")
+        script.shell("stop full; stop half; stop k; vsyncd_stop; dump")
         let out = try await script.run()
         #expect(out.result.status == 0 && out.errors.isEmpty && out.status("vsyncd") == 0, "\(out)")
         let stopped = try #require(out.mark("stop")), resumed = try #require(out.mark("cont")), end = try #require(out.mark("end"))
 
         let full = out.ticks("full"), half = out.ticks("half")
-        // The vkms timeline runs on through the stop: one progression before and after.
-        let truth = VBlankTruth(full: [full], others: [half])
+        // The vkms timeline runs on through the stop (the kernel's record has no gap): one
+        // progression before and after.
+        let truth = VBlankTruth(kernel: KernelRecord(out.all("k")), clients: [full, half])
+        #expect(truth.conflicts.isEmpty, "ticks whose timestamp is not the kernel's: \(truth.conflicts.prefix(5))")
         let segment = try #require(truth.segment(containing: resumed), "no single vblank progression across the stop: \(truth.segments.map { ($0.firstSequence, $0.lastSequence) })")
         #expect(segment.firstNs < stopped, "the timeline broke at the stop")
         let fullAfter = full.filter { $0.receivedNs > resumed }

@@ -1,9 +1,9 @@
 import Foundation
 import VsyncCore
 
-/// The kernel's vblanks as seen through a full-rate client: vkms timestamps come from an hrtimer
-/// and are exactly periodic, so each mode is a run of ticks on one arithmetic progression. A mode
-/// change or the CRTC going off breaks the progression and starts a new segment.
+/// The kernel's vblanks, from its own record (KernelRecord): vkms timestamps come from an hrtimer
+/// and are exactly periodic, so each mode is a run of vblanks on one arithmetic progression. A
+/// mode change or the CRTC going off breaks the progression and starts a new segment.
 struct VBlankSegment {
     var samples: [(sequence: UInt64, timestampNs: UInt64)]
     var fit: LinearFit
@@ -16,26 +16,11 @@ struct VBlankSegment {
 }
 
 struct VBlankTruth {
-    /// Every vblank some client saw: sequence → kernel timestamp.
+    /// Every vblank the kernel recorded: sequence → its timestamp.
     var timestamps: [UInt64: UInt64] = [:]
     var segments: [VBlankSegment] = []
-    /// Sequences reported with two different timestamps (must never happen).
+    /// Client ticks whose timestamp is not the kernel's for their sequence (must never happen).
     var conflicts: [String] = []
-
-    /// Builds the progression from the full-rate clients' ticks; the other clients' ticks fill in
-    /// `timestamps` (and are checked against it). Where the kernel's own record was taken, use
-    /// `init(kernel:clients:)`: this one compares vsyncd with itself.
-    init(full: [[FollowTick]], others: [[FollowTick]] = []) {
-        for tick in (full + others).joined() {
-            if let known = timestamps[tick.seq], known != tick.timestampNs {
-                conflicts.append("seq \(tick.seq): \(known) and \(tick.timestampNs)")
-            }
-            timestamps[tick.seq] = tick.timestampNs
-        }
-        let fullSeqs = Set(full.joined().map(\.seq))
-        let known = timestamps
-        segmentize(fullSeqs.sorted().map { (sequence: $0, timestampNs: known[$0]!) })
-    }
 
     /// The progression from the kernel's own record (KernelRecord), independent of vsyncd;
     /// `conflicts` lists every client tick whose timestamp is not the kernel's for its sequence.
@@ -49,7 +34,7 @@ struct VBlankTruth {
         segmentize(kernel.ordered)
     }
 
-    /// Splits `samples` (ascending sequences) into arithmetic progressions, one per mode.
+    /// Splits `samples` (in the order recorded) into arithmetic progressions, one per mode.
     private mutating func segmentize(_ samples: [(sequence: UInt64, timestampNs: UInt64)]) {
         var current: [(sequence: UInt64, timestampNs: UInt64)] = []
         var period: Double?
@@ -61,6 +46,7 @@ struct VBlankTruth {
             period = nil
         }
         for sample in samples {
+            if let last = current.last, sample.sequence <= last.sequence { close() }  // a count restarted
             if let last = current.last {
                 let gap = Double(sample.sequence - last.sequence)
                 let dt = Double(sample.timestampNs) - Double(last.timestampNs)

@@ -101,17 +101,14 @@ struct VsyncdVMTests {
 enum ModeChangeCheck {
     struct Report { var failures: [String] = [] }
 
-    /// With `kernel` (the kernel's own record), the truth is that record; without, the full-rate
-    /// client's ticks.
+    /// `kernel`: the kernel's own record of the run, the truth every tick is matched against.
     static func run(
         _ out: VsyncdGuestOutput, clients: [(name: String, fps: Int)], expectedHz: [Double], from: UInt64, to: UInt64,
-        kernel: KernelRecord? = nil
+        kernel: KernelRecord
     ) throws -> Report {
         var report = Report()
-        let full = out.ticks(clients[0].name)
-        let truth = kernel.map { VBlankTruth(kernel: $0, clients: clients.map { out.ticks($0.name) }) }
-            ?? VBlankTruth(full: [full], others: clients.dropFirst().map { out.ticks($0.name) })
-        report.failures += truth.conflicts.prefix(5).map { "\(kernel == nil ? "clients disagree" : "not the kernel's"): \($0)" }
+        let truth = VBlankTruth(kernel: kernel, clients: clients.map { out.ticks($0.name) })
+        report.failures += truth.conflicts.prefix(5).map { "not the kernel's: \($0)" }
         let segments = truth.segments.filter { $0.lastNs >= from && $0.firstNs <= to }
         guard segments.count == expectedHz.count else {
             report.failures.append("expected \(expectedHz.count) modes in the run, the kernel's timeline has \(segments.count): "
