@@ -149,3 +149,32 @@ extension VsyncdTests {
         }
     }
 }
+
+/// The kernel's uevents as the daemon reads them: only a DRM one (a connector plugged in, a card
+/// added) makes it re-read the cards.
+@Suite("DRM hotplug uevents")
+struct UeventTests {
+    static func message(_ fields: [String]) -> ArraySlice<UInt8> {
+        ArraySlice(fields.flatMap { Array($0.utf8) + [0] })
+    }
+
+    @Test func onlyDRMUeventsCount() {
+        let hotplug = Self.message(["change@/devices/platform/vkms/drm/card0", "ACTION=change", "DEVPATH=/devices/platform/vkms/drm/card0",
+                                    "SUBSYSTEM=drm", "HOTPLUG=1", "DEVNAME=dri/card0", "SEQNUM=1234"])
+        #expect(UeventSocket.isDRM(hotplug))
+        let usb = Self.message(["add@/devices/pci0000:00/usb1/1-1", "ACTION=add", "SUBSYSTEM=usb", "DEVTYPE=usb_device"])
+        #expect(!UeventSocket.isDRM(usb))
+        // A field that only contains the words is not the subsystem.
+        let lookalike = Self.message(["change@/x", "DEVPATH=/SUBSYSTEM=drm", "SUBSYSTEM=drmx"])
+        #expect(!UeventSocket.isDRM(lookalike))
+    }
+
+    /// The socket opens where the daemon runs as root (here, and in the VM test bed), so
+    /// plugged-in displays are seen at once rather than at the next re-read.
+    @Test func theUeventSocketOpens() {
+        var why = ""
+        let socket = UeventSocket(failure: &why)
+        #expect(socket != nil, "\(why)")
+        #expect(socket?.drainForDRM() == false, "no DRM uevent is waiting on a fresh socket")
+    }
+}
