@@ -26,6 +26,10 @@ extension VsyncClient {
     /// After a read: sends what it queued (renewed subscriptions, say), checks the handshake
     /// deadline and arms the timer for the next one.
     func finish(now: UInt64) {
+        if ready && !unsentSubscriptions.isEmpty {
+            for id in unsentSubscriptions { if let info = subscriptions[id] { outbox.append(subscribeMessage(id, info)) } }
+            unsentSubscriptions.removeAll()
+        }
         if socketFD >= 0 && ready && !outbox.isEmpty { flush(now: now) }
         if socketFD >= 0 && !ready && now >= handshakeDeadline {
             fail(.connectionFailed(socketPath: socketPath, errno: ETIMEDOUT), now: now)
@@ -75,6 +79,7 @@ extension VsyncClient {
         ready = false
         wantWrite = false
         outbox.removeAll()
+        unsentSubscriptions.removeAll()  // the next handshake renews every subscription
         pendingTicks.removeAll(keepingCapacity: true)
     }
 
@@ -152,6 +157,8 @@ extension VsyncClient {
             if !subscriptions.isEmpty { deadline = max(retryAt, 1) }
         } else if !ready {
             deadline = handshakeDeadline
+        } else if !unsentSubscriptions.isEmpty {
+            deadline = 1  // already past: readable now, so the loop dispatches and it is sent
         }
         if socketFD >= 0, subscriptions.isEmpty, let idle = idleSince {
             let close = idle &+ configuration.idleCloseNs

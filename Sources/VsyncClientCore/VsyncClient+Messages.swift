@@ -130,6 +130,7 @@ extension VsyncClient {
             welcomeMessage = welcome
             backoff = configuration.initialBackoffNs
             outbox.removeAll()
+            unsentSubscriptions.removeAll()  // all sent just below
             reportedErrors.removeAll()
             lastError = nil
             for id in subscriptions.keys.sorted() {

@@ -93,6 +93,10 @@ public final class VsyncClient {
     var nextID: UInt32 = 1
     /// Requests waiting to be sent, in order; only filled while the handshake is done.
     var outbox: [ClientMessage] = []
+    /// New subscriptions whose SUBSCRIBE waits for the next dispatch, so settings made right
+    /// after creating one (rate, work duration, pause) travel in it and its first tick already
+    /// obeys them. The timerfd keeps the client's fd readable until then.
+    var unsentSubscriptions: [UInt32] = []
     /// The most recent error, for libvsync's `vsync_client_last_error`.
     public internal(set) var lastError: ClientError?
 
@@ -174,7 +178,8 @@ public final class VsyncClient {
     /// Only the socket can bring work: nothing to send, no retry, handshake or idle deadline,
     /// and no events waiting to be taken.
     var isSteady: Bool {
-        ready && socketBlocks && !wantWrite && outbox.isEmpty && armedDeadline == 0 && eventCursor >= events.count
+        ready && socketBlocks && !wantWrite && outbox.isEmpty && unsentSubscriptions.isEmpty && armedDeadline == 0
+            && eventCursor >= events.count
     }
 
     /// Waits up to `timeoutMs` (-1: forever) until the client with this ``fileDescriptor`` has
@@ -222,7 +227,8 @@ public final class VsyncClient {
     // MARK: Subscriptions
 
     /// Subscribes to `selector` at a rate from `range` and returns the subscription's id. It
-    /// is sent now when connected, else after the handshake; every reconnect renews it.
+    /// is sent at the next dispatch (with whatever was set on it by then; the fd is readable
+    /// until that dispatch), or after the handshake; every reconnect renews it.
     /// A `workDurationNs` above 0 asks to be woken that long before each target vblank
     /// (protocol 2; an older daemon ignores it and wakes the client just after each vblank).
     public func subscribe(
@@ -239,7 +245,7 @@ public final class VsyncClient {
         idleSince = nil
         let now = vsync_sys_now_ns()
         if ready {
-            send(subscribeMessage(id, info))
+            unsentSubscriptions.append(id)
         } else if socketFD < 0 && now >= retryAt {
             // Connect from the caller's thread at once; a retry not yet due waits for the timer.
             openSocket(now: now)
@@ -253,7 +259,7 @@ public final class VsyncClient {
         guard var info = subscriptions[id] else { return }
         info.range = range
         subscriptions[id] = info
-        if ready && info.active { send(.setRate(SetRate(subscriptionID: id, range: range))) }
+        if isSent(id, info) { send(.setRate(SetRate(subscriptionID: id, range: range))) }
     }
 
     /// A new work duration (ns, at most one second; 0: woken just after each vblank). The daemon
@@ -262,7 +268,7 @@ public final class VsyncClient {
         guard var info = subscriptions[id] else { return }
         info.workDurationNs = min(ns, WorkDuration.maximumNs)
         subscriptions[id] = info
-        if ready && info.active && (welcomeMessage?.version ?? 1) >= 2 {
+        if isSent(id, info) && (welcomeMessage?.version ?? 1) >= 2 {
             send(.setWorkDuration(SetWorkDuration(subscriptionID: id, workDurationNs: info.workDurationNs)))
         }
     }
@@ -273,7 +279,7 @@ public final class VsyncClient {
         guard var info = subscriptions[id], info.flags.contains(.predictWhileOff) != on else { return }
         if on { info.flags.insert(.predictWhileOff) } else { info.flags.remove(.predictWhileOff) }
         subscriptions[id] = info
-        if ready && info.active {
+        if isSent(id, info) {
             send(.unsubscribe(subscriptionID: id))
             send(subscribeMessage(id, info))
         }
@@ -284,14 +290,18 @@ public final class VsyncClient {
         guard var info = subscriptions[id], info.paused != paused else { return }
         info.paused = paused
         subscriptions[id] = info
-        if ready && info.active { send(paused ? .pause(subscriptionID: id) : .resume(subscriptionID: id)) }
+        if isSent(id, info) { send(paused ? .pause(subscriptionID: id) : .resume(subscriptionID: id)) }
     }
 
     /// Ends the subscription. Its frames and events still queued are dropped.
     public func unsubscribe(_ id: UInt32) {
         guard subscriptions.removeValue(forKey: id) != nil else { return }
         reportedErrors[id] = nil
-        if ready { send(.unsubscribe(subscriptionID: id)) }
+        if let unsent = unsentSubscriptions.firstIndex(of: id) {
+            unsentSubscriptions.remove(at: unsent)
+        } else if ready {
+            send(.unsubscribe(subscriptionID: id))
+        }
         let now = vsync_sys_now_ns()
         if subscriptions.isEmpty && socketFD >= 0 { idleSince = now }
         updateTimer(now: now)
@@ -302,6 +312,12 @@ public final class VsyncClient {
 
     /// The live subscriptions' ids, in order.
     public var subscriptionIDs: [UInt32] { subscriptions.keys.sorted() }
+
+    /// The daemon has the subscription, so a change must be sent as its own request; else the
+    /// SUBSCRIBE still to come carries it.
+    func isSent(_ id: UInt32, _ info: SubscriptionInfo) -> Bool {
+        ready && info.active && !unsentSubscriptions.contains(id)
+    }
 
     func subscribeMessage(_ id: UInt32, _ info: SubscriptionInfo) -> ClientMessage {
         .subscribe(Subscribe(subscriptionID: id, selector: info.selector, range: info.range,

@@ -183,6 +183,8 @@ final class DRMVBlankSource: VBlankSource {
         }
     }
 
+    func isActive(_ key: DisplayKey) -> Bool { active[key] != nil }
+
     func readEvents(from fd: Int32, into out: inout [SourceEvent]) {
         if let uevents, fd == uevents.fd {
             if uevents.drainForDRM() { out.append(.devicesChanged) }

@@ -7,8 +7,6 @@ final class Display {
     var model: RefreshModel
     var state: DisplayState
     var subscriptions: [Subscription] = []
-    /// Vblank events are requested from the source.
-    var vblankActive = false
     /// Last time the CRTC was re-read (mode re-check, off → on polling).
     var lastRecheckNs: UInt64 = 0
     /// When the display last turned off: a mode set turns it on again within moments, so it is

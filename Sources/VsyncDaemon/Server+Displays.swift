@@ -55,8 +55,7 @@ extension Server {
     func removeDisplay(_ d: Display, reason: String) {
         statusDirty = true
         logger.warning("display \(d.id) (\(d.source.connectorName) on \(d.key)) removed: \(reason)")
-        if d.vblankActive { try? source.setActive(d.key, false, token: d.id) }
-        d.vblankActive = false
+        if source.isActive(d.key) { try? source.setActive(d.key, false, token: d.id) }
         d.state = .off
         let message = ServerMessage.displayEvent(DisplayEvent(kind: .removed, display: info(d))).encoded()
         var told = Set<Int32>()
@@ -97,8 +96,7 @@ extension Server {
     func turnOff(_ d: Display) {
         statusDirty = true
         logger.info("display \(d.id) (\(d.source.connectorName)) is off")
-        if d.vblankActive { try? source.setActive(d.key, false, token: d.id) }
-        d.vblankActive = false
+        if source.isActive(d.key) { try? source.setActive(d.key, false, token: d.id) }
         d.state = .off
         d.offSinceNs = monotonicNow()
         for sub in d.subscriptions { sub.resetDelivery() }
@@ -146,10 +144,9 @@ extension Server {
     func updateVBlank(_ d: Display) {
         updatePacing(d)
         let want = d.wantsVBlank
-        guard want != d.vblankActive else { return }
+        guard want != source.isActive(d.key) else { return }
         do throws(VBlankFailure) {
             try source.setActive(d.key, want, token: d.id)
-            d.vblankActive = want
             if want && d.vblankRefused {
                 d.vblankRefused = false
                 d.resetModel()  // real vblanks again: the model restarts from them
@@ -166,14 +163,12 @@ extension Server {
     func handleFailure(_ d: Display, _ failure: VBlankFailure) {
         switch failure {
         case .off:
-            d.vblankActive = false
             if d.state == .on { turnOff(d) }
         case .gone:
             logger.error("display \(d.id): its device \(d.key.device) is gone")
             rescanDisplays(announce: true)
             if displays.contains(where: { $0 === d }) { removeDisplay(d, reason: "device gone") }
         case .other(let text):
-            d.vblankActive = false
             if !d.vblankRefused { logger.error("display \(d.id): vblank events failed: \(text)") }
             d.vblankRefused = true
             updatePacing(d)

@@ -36,7 +36,7 @@ extension Server {
         for event in events {
             switch event {
             case let .vblank(token, sequence, timestamp):
-                guard let d = displayByID[token], d.vblankActive, d.state == .on else { continue }
+                guard let d = displayByID[token], d.state == .on else { continue }
                 vblank(d, sequence: sequence, timestampNs: timestamp)
             case let .failed(token, failure):
                 guard let d = displayByID[token] else { continue }

@@ -132,7 +132,7 @@ final class Server {
     func shutdown() {
         notifier?.notify("STOPPING=1")
         for client in Array(clients.values) { disconnect(client, reason: "daemon stopping", level: .info) }
-        for d in displays where d.vblankActive { try? source.setActive(d.key, false, token: d.id) }
+        for d in displays where source.isActive(d.key) { try? source.setActive(d.key, false, token: d.id) }
         logger.info("vsyncd stopped")
     }
 
@@ -163,7 +163,7 @@ final class Server {
     /// The housekeeping timer runs only while there is work (active displays, displays off with
     /// subscribers, stalled clients) or a watchdog to feed: an idle daemon never wakes up.
     func updateHousekeeping() {
-        let ticking = displays.contains { $0.vblankActive }
+        let ticking = displays.contains { source.isActive($0.key) }
         let busy = ticking || displays.contains { $0.state == .off && !$0.subscriptions.isEmpty }
             || clients.values.contains { $0.blockedSinceNs != nil || !$0.waiting.isEmpty }
         var interval: UInt64? = busy ? (ticking ? Self.fallbackHousekeepingNs : Self.housekeepingNs) : nil
@@ -204,11 +204,12 @@ final class Server {
             rescanDisplays(announce: true)
         }
         for d in displays {
-            if d.vblankActive, now &- d.lastRecheckNs >= 1_000_000_000 {
+            let vblankOn = source.isActive(d.key)
+            if vblankOn, now &- d.lastRecheckNs >= 1_000_000_000 {
                 recheck(d, now: now)
             } else if d.state == .off, !d.subscriptions.isEmpty, now &- d.lastRecheckNs >= 500_000_000 {
                 recheck(d, now: now)
-            } else if d.state == .on, d.wantsVBlank, !d.vblankActive, now &- d.lastRecheckNs >= 1_000_000_000 {
+            } else if d.state == .on, d.wantsVBlank, !vblankOn, now &- d.lastRecheckNs >= 1_000_000_000 {
                 // A transient source error stopped events: try again once a second.
                 d.lastRecheckNs = now
                 updateVBlank(d)

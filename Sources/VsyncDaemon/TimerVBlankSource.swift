@@ -56,6 +56,8 @@ final class TimerVBlankSource: VBlankSource {
         if on { armNext(after: monotonicNow()) } else { timer.disarm() }
     }
 
+    func isActive(_ key: DisplayKey) -> Bool { key == Self.key && active }
+
     private func timestamp(_ sequence: UInt64) -> UInt64 {
         epochNs + UInt64((Double(sequence) * periodNs).rounded())
     }

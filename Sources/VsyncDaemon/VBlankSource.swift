@@ -62,8 +62,12 @@ protocol VBlankSource: AnyObject {
     /// Starts or stops vblank events for a display; its events carry `token`. The source owns
     /// "wanted" (which displays are active) and "queued" (a request in flight) for each display.
     func setActive(_ key: DisplayKey, _ active: Bool, token: UInt32) throws(VBlankFailure)
-    /// Reads what is ready on `fd` and appends it to `events`. Appending into the caller's
-    /// reused array keeps the per-vblank path free of allocation.
+    /// Vblank events are wanted for the display: set by `setActive`, cleared by the source itself
+    /// when they fail (the failure is reported as an event). The server keeps no copy.
+    func isActive(_ key: DisplayKey) -> Bool
+    /// Reads what is ready on `fd` and appends it to `events`. A `.vblank` is only ever appended
+    /// for an active display, with the token `setActive` gave it, so the server need not check.
+    /// Appending into the caller's reused array keeps the per-vblank path free of allocation.
     func readEvents(from fd: Int32, into events: inout [SourceEvent])
     /// Re-arms what the last `readEvents` consumed: the next vblank of each display that just had
     /// one (DRM), or the timer. The server calls it once that read's ticks are sent, so the

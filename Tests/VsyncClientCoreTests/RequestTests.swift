@@ -41,6 +41,41 @@ struct RequestTests {
         #expect(client.subscription(id) == nil)
     }
 
+    /// A link set up right after it is made (rate, work duration, pause) gets its first tick
+    /// already at those settings: one SUBSCRIBE carries them, sent at the next dispatch, and the
+    /// fd is readable until then so a loop that polls it first does not wait forever.
+    @Test func settingsMadeBeforeTheNextDispatchTravelInTheSubscribe() throws {
+        let server = ScriptedServer()
+        let client = try Core.client(server)
+        _ = client.subscribe(.primary, range: .default)  // connects
+        server.send(.welcome(Welcome(version: 2, serverFlags: [], serverPID: 42)))
+        client.dispatch(timeoutMs: 1000)
+        _ = try server.received()
+        let id = client.subscribe(.primary, range: .default)
+        let range = FrameRateRange(preferredFramesPerSecond: 30)
+        client.setRange(id, range)
+        client.setWorkDuration(id, 4_000_000)
+        client.setPaused(id, true)
+        client.setPredictWhileOff(id, true)
+        #expect(try server.received() == [], "sent before the dispatch")
+        var poller = pollfd(fd: client.fileDescriptor, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&poller, 1, 0) == 1, "the fd is not readable while a SUBSCRIBE waits")
+        client.dispatch(timeoutMs: 0)
+        #expect(try server.received() == [
+            .subscribe(Subscribe(subscriptionID: id, selector: .primary, range: range,
+                                 flags: [.startPaused, .predictWhileOff], workDurationNs: 4_000_000)),
+        ])
+        #expect(poll(&poller, 1, 0) == 0, "the fd stays readable after the SUBSCRIBE went")
+        client.setRange(id, .default)  // sent now: the daemon has it
+        #expect(try server.received() == [.setRate(SetRate(subscriptionID: id, range: .default))])
+
+        // Made and ended before a dispatch: the daemon hears of it not at all.
+        let brief = client.subscribe(.primary, range: .default)
+        client.unsubscribe(brief)
+        client.dispatch(timeoutMs: 0)
+        #expect(try server.received() == [])
+    }
+
     /// A full socket keeps requests in order and sends them once it drains (EPOLLOUT).
     @Test func requestsBehindAFullSocketAreKeptInOrderAndSentWhenItDrains() throws {
         let server = ScriptedServer()

@@ -5,10 +5,13 @@
  *   kernel-vblank-recorder [--device /dev/dri/card0] [--crtc ID] [--seconds S]
  *
  * Prints "<64-bit sequence> <timestamp ns>" per vblank (the kernel's CLOCK_MONOTONIC time_ns of
- * drmCrtcQueueSequence's event), flushed line by line. While the CRTC is off (the queue fails
- * with EINVAL) it retries every 50 ms, so it records across a display going off and on, or lit
- * only after it started. The next event is queued before a line is written, so writing never
- * makes it miss one. Built by the tests with: cc -O2 -I/usr/include/libdrm ... -ldrm
+ * drmCrtcQueueSequence's event), flushed line by line. DEPTH requests are kept queued ahead, each
+ * for an absolute sequence, so a recorder descheduled for up to DEPTH frames on a loaded machine
+ * still records every vblank (the kernel sends each event when its vblank comes, whether or not
+ * the recorder is running). While the CRTC is off (the queue fails with EINVAL) it retries every
+ * 50 ms, so it records across a display going off and on, or lit only after it started. Turning
+ * a CRTC off sends every pending event at once with the last vblank's sequence and time: repeated
+ * lines, which readers drop. Built by the tests with: cc -O2 -I/usr/include/libdrm ... -ldrm
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,18 +26,20 @@
 #include <xf86drm.h>
 #include <xf86drmMode.h>
 
+enum { DEPTH = 16 };
+
 static volatile sig_atomic_t stop;
 static void on_signal(int sig) { (void)sig; stop = 1; }
 
-static int queued, have_line;
-static uint64_t line_seq, line_ns;
+/* Requests in the kernel, and the sequence the next one is for. */
+static int pending;
+static uint64_t next_seq;
 static void on_sequence(int fd, uint64_t sequence, uint64_t ns, uint64_t user) {
     (void)fd;
     (void)user;
-    queued = 0;
-    have_line = 1;
-    line_seq = sequence;
-    line_ns = ns;
+    if (pending > 0) pending--;
+    if (sequence >= next_seq) next_seq = sequence + 1;
+    printf("%" PRIu64 " %" PRIu64 "\n", sequence, ns);
 }
 
 static uint64_t now_ns(void) {
@@ -83,7 +88,8 @@ int main(int argc, char **argv) {
     drmEventContext ctx = {.version = 4, .sequence_handler = on_sequence};
     uint64_t end = seconds > 0 ? now_ns() + (uint64_t)(seconds * 1e9) : 0;
     while (!stop && (!end || now_ns() < end)) {
-        if (!queued) {
+        if (pending == 0) {
+            /* Start, or the CRTC came back: aim at the next vblank, then fill up behind it. */
             uint64_t queued_seq = 0;
             if (drmCrtcQueueSequence(fd, crtc, DRM_CRTC_SEQUENCE_RELATIVE | DRM_CRTC_SEQUENCE_NEXT_ON_MISS, 1,
                                      &queued_seq, 1) != 0) {
@@ -91,24 +97,26 @@ int main(int argc, char **argv) {
                     fprintf(stderr, "kernel-vblank-recorder: drmCrtcQueueSequence on CRTC %u: %s\n", crtc, strerror(errno));
                     return 1;
                 }
-                if (have_line) have_line = 0, printf("%" PRIu64 " %" PRIu64 "\n", line_seq, line_ns);
                 usleep(50000); /* CRTC off: wait for it */
                 continue;
             }
-            queued = 1;
+            pending = 1;
+            next_seq = queued_seq + 1;
         }
-        if (have_line) {
-            have_line = 0;
-            printf("%" PRIu64 " %" PRIu64 "\n", line_seq, line_ns);
+        while (pending < DEPTH) {
+            uint64_t queued_seq = 0;
+            if (drmCrtcQueueSequence(fd, crtc, DRM_CRTC_SEQUENCE_NEXT_ON_MISS, next_seq, &queued_seq, 1) != 0) break;
+            pending++;
+            next_seq = queued_seq + 1;
         }
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         int n = poll(&pfd, 1, 200);
         if (n > 0) {
-            /* The handler keeps the line; the loop queues the next request, then prints it. */
             drmHandleEvent(fd, &ctx);
-        } else if (n == 0 && queued) {
-            /* No event in 200 ms: the CRTC may have gone off, which drops the request. */
-            queued = 0;
+        } else if (n == 0) {
+            /* No event in 200 ms: the CRTC went off or its count restarted; aim afresh. Requests
+             * still in the kernel only repeat lines. */
+            pending = 0;
         }
     }
     return 0;

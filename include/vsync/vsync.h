@@ -121,8 +121,10 @@ const char *vsync_client_last_error(struct vsync_client *client);
 void vsync_client_destroy(struct vsync_client *client);
 
 /* A link to one display: display NULL or "primary", a connector name ("HDMI-A-1"), "crtc:ID" or
- * "display:ID". Frames come at the display's full rate until vsync_link_set_rate(). NULL if an
- * argument is invalid. user is passed to every callback of the link. */
+ * "display:ID". Frames come at the display's full rate unless vsync_link_set_rate() says
+ * otherwise; settings made before the next vsync_client_dispatch() travel with the link's request
+ * (the fd is readable until then), so its first frame already obeys them. NULL if an argument is
+ * invalid. user is passed to every callback of the link. */
 struct vsync_link *vsync_link_create(struct vsync_client *client, const char *display, vsync_frame_fn fn, void *user);
 
 /* The rates the link accepts, like CAFrameRateRange: it gets refresh / d for a whole d, the one
