@@ -78,27 +78,30 @@ extension Server {
         armPacing(fired: true)
     }
 
+    /// Hands out every due frame; the next ones are aimed at afterwards (`updatePacing`), once
+    /// the ticks are out.
     private func deliverPaced(_ d: Display, latest: (sequence: UInt64, timestampNs: UInt64), now: UInt64) {
         let interval = d.periodNs
         var flags: TickFlags = d.isPredicting ? .predicted : (source.isSynthetic ? .synthetic : .hardwareTimestamp)
         if d.isPredicting && source.isSynthetic { flags.insert(.synthetic) }
-        let predict = { (s: UInt64) in d.model.predictedTimestamp(forSequence: s) }
+        let periodNs = d.model.periodNs
         for sub in d.subscriptions where isPaced(sub) {
-            guard let (t, passed) = sub.pacer.fire(
-                nowNs: now, newestSequence: latest.sequence, periodNs: d.model.periodNs, predict: predict) else { continue }
+            guard let (t, passed) = sub.pacer.fire(nowNs: now, newestSequence: latest.sequence, periodNs: periodNs) else { continue }
             sub.skipped &+= UInt32(clamping: passed)
             // A predicted tick without a work duration is the vblank itself, as a hardware tick
             // would be; with one, the newest vblank and the target ahead.
             let onTarget = sub.workDurationNs == 0 && d.isPredicting
-            let sequence = onTarget ? t.sequence : latest.sequence
             let targetSequence = onTarget ? t.sequence &+ UInt64(sub.divisor) : t.sequence
+            let timelines = FramePacing.timelines(from: targetSequence, divisor: sub.divisor) {
+                d.model.predictedTimestamp(forSequence: $0)
+            }
             let tick = Tick(
-                subscriptionID: sub.id, displayID: d.id, sequence: sequence,
+                subscriptionID: sub.id, displayID: d.id, sequence: onTarget ? t.sequence : latest.sequence,
                 timestampNs: onTarget ? t.presentationNs : latest.timestampNs,
-                targetTimestampNs: predict(targetSequence),
+                targetTimestampNs: timelines[0].presentationNs,
                 displayIntervalNs: interval, clientIntervalNs: interval &* UInt64(sub.divisor),
                 skipped: 0, divisor: sub.divisor, flags: flags, targetSequence: targetSequence,
-                timelines: FramePacing.timelines(from: targetSequence, divisor: sub.divisor, predict: predict))
+                timelines: timelines)
             offer(tick, to: sub)
         }
     }

@@ -47,9 +47,10 @@ struct PacingSimulation {
             nowNs = max(nowNs, next)
             let m = model
             if let wake, wake <= nextVBlank {
-                if let fired = pacer.fire(nowNs: nowNs, newestSequence: latest, periodNs: m.periodNs, predict: { m.predictedTimestamp(forSequence: $0) }) {
+                if let fired = pacer.fire(nowNs: nowNs, newestSequence: latest, periodNs: m.periodNs) {
                     wakes.append((nowNs, fired.frame, fired.skipped))
                 }
+                aim()  // the daemon aims at the next frame once the ticks are out
             } else {
                 latest += 1
                 _ = model.add(sequence: latest, timestampNs: nextVBlank)
@@ -206,25 +207,89 @@ struct FramePacingTests {
         var sim = PacingSimulation(periodNs: period60Hz, divisor: 1, workDurationNs: 4_000_000)
         sim.run(until: farTimestampBase + 200_000_000)
         let m = sim.model
-        let predict = { (s: UInt64) in m.predictedTimestamp(forSequence: s) }
         let target = try #require(sim.pacer.target)
         // Late by 3 ms of the 4: the target is still ahead, so it is handed out.
-        let onTime = sim.pacer.fire(nowNs: target.wakeNs + 3_000_000, newestSequence: sim.latest, periodNs: m.periodNs, predict: predict)
+        let onTime = sim.pacer.fire(nowNs: target.wakeNs + 3_000_000, newestSequence: sim.latest, periodNs: m.periodNs)
         #expect(onTime?.frame == target && onTime?.skipped == 0)
+        // Fired: nothing is aimed at until the daemon re-aims, after the ticks are out.
+        #expect(sim.pacer.target == nil)
+        sim.nowNs = target.wakeNs + 3_000_000
+        sim.aim()
 
         // Late by 40 ms: that target has already been shown. Nothing is handed out for it; the
         // next frame whose wake is still ahead is aimed at, and all passed over are counted with it.
         let second = try #require(sim.pacer.target)
         let late = second.wakeNs + 40_000_000
-        let missed = sim.pacer.fire(nowNs: late, newestSequence: sim.latest, periodNs: m.periodNs, predict: predict)
+        let missed = sim.pacer.fire(nowNs: late, newestSequence: sim.latest, periodNs: m.periodNs)
         #expect(missed == nil)
+        sim.nowNs = late
+        sim.aim()
         let next = try #require(sim.pacer.target)
         #expect(next.wakeNs >= late)
-        let fired = sim.pacer.fire(nowNs: next.wakeNs, newestSequence: sim.latest, periodNs: m.periodNs, predict: predict)
+        let fired = sim.pacer.fire(nowNs: next.wakeNs, newestSequence: sim.latest, periodNs: m.periodNs)
         let delivered = try #require(fired)
         #expect(delivered.frame == next)
         #expect(delivered.skipped == next.sequence - second.sequence)
         #expect(delivered.skipped >= 3)
+    }
+
+    /// A late wake whose frame is still ahead hands it out; frames whose wakes went by meanwhile
+    /// are counted with the next frame handed out (what the client missed since its last
+    /// tick), and a pause in between skips nothing.
+    @Test func framesPassedAfterALateWakeAreCountedWithTheNextOne() throws {
+        // W = 40 ms at 60 Hz: each frame's wake comes 2.4 frames before its vblank.
+        var sim = PacingSimulation(periodNs: period60Hz, divisor: 1, workDurationNs: 40_000_000)
+        sim.run(until: farTimestampBase + 300_000_000)
+        let m = sim.model
+        let target = try #require(sim.pacer.target)
+        // 30 ms late: its vblank is 10 ms ahead, but the next frame's wake went by 13.3 ms ago.
+        let late = target.wakeNs + 30_000_000
+        let lateFire = sim.pacer.fire(nowNs: late, newestSequence: sim.latest, periodNs: m.periodNs)
+        let fired = try #require(lateFire)
+        #expect(fired.frame == target && fired.skipped == 0)
+        sim.nowNs = late
+        sim.aim()
+        let next = try #require(sim.pacer.target)
+        #expect(next.sequence == target.sequence + 2)
+        let nextFire = sim.pacer.fire(nowNs: next.wakeNs, newestSequence: sim.latest, periodNs: m.periodNs)
+        let second = try #require(nextFire)
+        #expect(second.frame == next && second.skipped == 1)
+
+        // The same late wake, then a pause: resumed, the next frame carries no skipped count.
+        var paused = PacingSimulation(periodNs: period60Hz, divisor: 1, workDurationNs: 40_000_000)
+        paused.run(until: farTimestampBase + 300_000_000)
+        let t = try #require(paused.pacer.target)
+        let beforePause = paused.pacer.fire(nowNs: t.wakeNs + 30_000_000, newestSequence: paused.latest, periodNs: paused.model.periodNs)
+        #expect(beforePause?.frame == t)
+        paused.nowNs = t.wakeNs + 30_000_000
+        paused.pacer.reschedule()
+        paused.aim()
+        let resumed = try #require(paused.pacer.target)
+        let resumedFire = paused.pacer.fire(nowNs: resumed.wakeNs, newestSequence: paused.latest, periodNs: paused.model.periodNs)
+        let afterPause = try #require(resumedFire)
+        #expect(afterPause.frame.sequence > t.sequence && afterPause.skipped == 0)
+    }
+
+    /// A wake-up later than several frames (a predicted tick while the display is off, W = 0:
+    /// the tick is the vblank itself) counts every frame since the last one handed out, also
+    /// those the newest vblank has already passed.
+    @Test func aWakeSeveralFramesLateCountsEveryFramePassed() throws {
+        var sim = PacingSimulation(periodNs: period60Hz, divisor: 1, workDurationNs: 0)
+        sim.run(until: farTimestampBase + 200_000_000)
+        let m = sim.model
+        let target = try #require(sim.pacer.target)
+        // 3.5 frames late: the newest vblank is 3 past the target, whose tick is stale.
+        let late = target.wakeNs + UInt64(3.5 * period60Hz)
+        let missed = sim.pacer.fire(nowNs: late, newestSequence: target.sequence + 3, periodNs: m.periodNs)
+        #expect(missed == nil)
+        sim.nowNs = late
+        sim.latest = target.sequence + 3
+        sim.aim()
+        let next = try #require(sim.pacer.target)
+        #expect(next.sequence == target.sequence + 4)
+        let fired = sim.pacer.fire(nowNs: next.wakeNs, newestSequence: sim.latest, periodNs: m.periodNs)
+        let delivered = try #require(fired)
+        #expect(delivered.skipped == 4, "frames \(target.sequence)…\(target.sequence + 3) were never handed out")
     }
 
     /// A model that has not caught up with a mode change may still think a target is ahead
@@ -235,8 +300,10 @@ struct FramePacingTests {
         sim.run(until: farTimestampBase + 200_000_000)
         let m = sim.model
         let target = try #require(sim.pacer.target)
-        let fired = sim.pacer.fire(nowNs: target.wakeNs, newestSequence: target.sequence, periodNs: m.periodNs) { m.predictedTimestamp(forSequence: $0) }
+        let fired = sim.pacer.fire(nowNs: target.wakeNs, newestSequence: target.sequence, periodNs: m.periodNs)
         #expect(fired == nil)
+        sim.nowNs = target.wakeNs
+        sim.aim()
         let next = try #require(sim.pacer.target)
         #expect(next.sequence > target.sequence)
     }

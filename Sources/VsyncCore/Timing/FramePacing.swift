@@ -72,17 +72,32 @@ public enum FramePacing {
 /// One subscription's pacing state: the frame it will be woken for next, and the last one it
 /// was woken for, so that a reschedule (pause, a new rate or work duration, a mode change)
 /// never hands out the same frame twice.
+///
+/// A wake-up hands out its frame (`fire`) and aims at the next one only at the following
+/// `update`: the daemon sends every due tick first and does the search after, off the path
+/// between the timer and the client.
 public struct FramePacer: Sendable, Equatable {
     public private(set) var target: FramePacing.Target?
+    /// The last frame handed out.
     public private(set) var lastTargetSequence: UInt64?
+    /// The last frame fired for, handed out or passed over: the next is aimed after it.
+    private var lastFiredSequence: UInt64?
     /// The divisor and work duration `target` was chosen with: a change re-aims.
     private var divisor: UInt32 = 0
     private var workDurationNs: UInt64 = 0
+    /// Frames passed over since the last one handed out, reported with the next.
+    private var passedOver: UInt64 = 0
+    /// The next aim follows a wake-up: frames it passes over (their wakes gone) are counted.
+    /// Not after a reschedule: a pause or a new rate skips nothing the client was owed.
+    private var countsPassed = false
 
     public init() {}
 
     /// Forgets the scheduled frame; the next `update` chooses afresh.
-    public mutating func reschedule() { target = nil }
+    public mutating func reschedule() {
+        target = nil
+        countsPassed = false
+    }
 
     /// Aims at the next frame, or re-predicts the one aimed at (the model moved), and returns
     /// its wake time. `latestSequence` is the newest vblank seen.
@@ -93,7 +108,7 @@ public struct FramePacer: Sendable, Equatable {
         if divisor != self.divisor || workDurationNs != self.workDurationNs {
             self.divisor = divisor
             self.workDurationNs = workDurationNs
-            target = nil
+            reschedule()
         }
         if var t = target {
             t.presentationNs = predict(t.sequence)
@@ -101,22 +116,25 @@ public struct FramePacer: Sendable, Equatable {
             target = t
             return t.wakeNs
         }
+        // After a wake-up, on from the frame fired for, so that every frame since is counted,
+        // also those the newest vblank has passed; else on from the newest vblank.
+        let after = countsPassed ? lastFiredSequence ?? 0 : max(lastFiredSequence ?? 0, latestSequence)
         let next = FramePacing.nextTarget(
-            after: max(lastTargetSequence ?? 0, latestSequence), divisor: divisor, workDurationNs: workDurationNs,
+            after: after, divisor: divisor, workDurationNs: workDurationNs,
             nowNs: nowNs, periodNs: periodNs, predict: predict)
+        if countsPassed { passedOver &+= next.skipped }
+        countsPassed = false
         target = next.target
         return next.target.wakeNs
     }
 
-    /// Frames passed over since the last one handed out, reported with the next.
-    private var passedOver: UInt64 = 0
-
     /// The wake-up came at `nowNs`: the frame now due, if any, and how many frames at the rate
     /// were passed over since the last one handed out (their wakes had gone by). A wake-up so
     /// late that its target vblank has already happened (with W = 0: the next one) hands out
-    /// nothing: that frame is passed over too, and the next is aimed at. Call `update` first.
+    /// nothing: that frame is passed over too. Either way the frame is done with, and the next
+    /// `update` aims at the one after it. Call `update` first.
     public mutating func fire(
-        nowNs: UInt64, newestSequence: UInt64, periodNs: Double, predict: (UInt64) -> UInt64
+        nowNs: UInt64, newestSequence: UInt64, periodNs: Double
     ) -> (frame: FramePacing.Target, skipped: UInt64)? {
         guard let t = target, t.wakeNs <= nowNs else { return nil }
         // With a work duration the frame is useless once its vblank is shown (by the clock, or
@@ -129,13 +147,14 @@ public struct FramePacer: Sendable, Equatable {
         } else {
             due = t.presentationNs &+ UInt64(periodNs * Double(max(divisor, 1))) > nowNs
         }
-        if due { lastTargetSequence = t.sequence } else { passedOver &+= 1 }
-        let next = FramePacing.nextTarget(
-            after: t.sequence, divisor: divisor, workDurationNs: workDurationNs, nowNs: nowNs,
-            periodNs: periodNs, predict: predict)
-        target = next.target
-        passedOver &+= next.skipped
-        guard due else { return nil }
+        target = nil
+        lastFiredSequence = t.sequence
+        countsPassed = true
+        guard due else {
+            passedOver &+= 1
+            return nil
+        }
+        lastTargetSequence = t.sequence
         defer { passedOver = 0 }
         return (t, passedOver)
     }
