@@ -10,7 +10,9 @@
 # @@NAME.err for its stderr, @@vsyncd.log for the daemon's log.
 # Client NAMEs must be shell identifiers (they name variables holding the pids).
 
-: "${VSYNC_BIN:?set VSYNC_BIN to the build directory holding vsyncd, vsync-probe and vkms-modeset}"
+: "${VSYNC_BIN:?set VSYNC_BIN to the build directory holding vsyncd and vsync-probe}"
+# vkms-modeset, a test helper: in the debug build, also when VSYNC_BIN is the release build.
+: "${VSYNC_TOOLS:=$VSYNC_BIN}"
 VSYNCD_SOCK=/tmp/vsyncd.sock
 VSYNCD_LOG=/tmp/vsyncd.log
 GUEST_CLIENT="$(pwd)/Scripts/guest-vsyncd-client.py"
@@ -99,7 +101,7 @@ stop() {
 
 # modeset STEPS...: vkms-modeset in the foreground, each line it prints stamped with the time.
 modeset() {
-  "$VSYNC_BIN/vkms-modeset" "$@" 2>&1 | while read -r line; do echo "@@modeset $(mono_ns) $line"; done
+  "$VSYNC_TOOLS/vkms-modeset" "$@" 2>&1 | while read -r line; do echo "@@modeset $(mono_ns) $line"; done
 }
 
 # dump: every client's output and the daemon's log, tagged.
@@ -113,7 +115,7 @@ dump() {
 
 # hold STEP: vkms-modeset holds STEP in the background until release; returns once it is set.
 hold() {
-  "$VSYNC_BIN/vkms-modeset" --hold 600 "$@" >/tmp/hold.out 2>&1 &
+  "$VSYNC_TOOLS/vkms-modeset" --hold 600 "$@" >/tmp/hold.out 2>&1 &
   HOLD=$!
   i=0
   while ! grep -q '^vkms-modeset: ' /tmp/hold.out; do

@@ -5,17 +5,22 @@ import VsyncCore
 /// functions of Scripts/guest-vsyncd-lib.sh, and what it printed.
 struct VsyncdGuestScript {
     let bin: String
+    /// Where the test helpers are (vkms-modeset): the debug build, which has them.
+    let tools: String
     private(set) var lines: [String] = ["set -u", ". Scripts/guest-vsyncd-lib.sh"]
 
-    init() throws {
-        let vsyncd = try GuestVM.productPath("vsyncd")
+    /// `release`: vsyncd and vsync-probe from the release build, for tests that measure timing.
+    /// Under TCG a debug build runs several times slower, and its wake-ups measure the build,
+    /// not the daemon that ships.
+    init(release: Bool = false) throws {
+        let vsyncd = try release ? GuestVM.releaseProductPath("vsyncd") : GuestVM.productPath("vsyncd")
         bin = URL(fileURLWithPath: vsyncd).deletingLastPathComponent().path
-        // The script runs these from the same directory: fail here, clearly, if one is missing.
-        for product in ["vsync-probe", "vkms-modeset"] {
-            let path = bin + "/" + product
-            guard FileManager.default.isExecutableFile(atPath: path) else {
-                throw GuestVMError.productMissing(name: product, path: path)
-            }
+        tools = URL(fileURLWithPath: try GuestVM.productPath("vkms-modeset")).deletingLastPathComponent().path
+        // The script runs it from the same directory: fail here, clearly, if it is missing.
+        if release {
+            _ = try GuestVM.releaseProductPath("vsync-probe")
+        } else if !FileManager.default.isExecutableFile(atPath: bin + "/vsync-probe") {
+            throw GuestVMError.productMissing(name: "vsync-probe", path: bin + "/vsync-probe")
         }
     }
 
@@ -26,7 +31,7 @@ struct VsyncdGuestScript {
 
     func run(timeout: Int = 300) async throws -> VsyncdGuestOutput {
         let result = try await GuestVM.run(
-            ["sh", "-c", lines.joined(separator: "\n")], timeout: timeout, env: ["VSYNC_BIN": bin])
+            ["sh", "-c", lines.joined(separator: "\n")], timeout: timeout, env: ["VSYNC_BIN": bin, "VSYNC_TOOLS": tools])
         return VsyncdGuestOutput(result: result)
     }
 }

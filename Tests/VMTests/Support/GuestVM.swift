@@ -59,6 +59,26 @@ enum GuestVM {
         throw GuestVMError.productMissing(name: name, path: candidates.first ?? name)
     }
 
+    /// Absolute path of a product of the release build beside the tests' debug build
+    /// (`<scratch-path>/<triple>/release`, what Scripts/build-release.sh and Scripts/package.sh
+    /// build, and Scripts/test.sh runs before the tests). A release product older than its debug
+    /// twin may be of older sources: that fails too, rather than measuring them.
+    static func releaseProductPath(_ name: String) throws -> String {
+        let debug = try productPath(name)
+        let release = URL(fileURLWithPath: debug).deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("release").appendingPathComponent(name).path
+        guard FileManager.default.isExecutableFile(atPath: release) else {
+            throw GuestVMError.releaseProductMissing(name: name, path: release, reason: "it is not there")
+        }
+        let built = { (path: String) in
+            (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date ?? .distantPast
+        }
+        guard built(release) >= built(debug) else {
+            throw GuestVMError.releaseProductMissing(name: name, path: release, reason: "it is older than the debug build \(debug)")
+        }
+        return release
+    }
+
     /// The build directory of this test process first; then, for odd runners, `.build*/debug`
     /// in the repository, newest first.
     private static func buildDirectories() -> [URL] {

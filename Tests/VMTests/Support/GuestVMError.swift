@@ -9,6 +9,8 @@ enum GuestVMError: Error, CustomStringConvertible {
     case testBedFailed(summary: String, detail: String)
     /// A built product the test wants to run in the guest does not exist.
     case productMissing(name: String, path: String)
+    /// A test that measures the shipped build found no current release build of a product.
+    case releaseProductMissing(name: String, path: String, reason: String)
 
     var description: String {
         switch self {
@@ -20,6 +22,8 @@ enum GuestVMError: Error, CustomStringConvertible {
             "\(summary) (the VM test bed needs qemu-system-x86 and the kernel from Scripts/build-kernel.sh)\n\(detail)"
         case .productMissing(let name, let path):
             "product '\(name)' not found at \(path): build it first with `swift build --scratch-path <same path as the tests>`"
+        case .releaseProductMissing(let name, let path, let reason):
+            "release build of '\(name)' unusable at \(path): \(reason); run Scripts/build-release.sh (Scripts/test.sh does) before these tests"
         }
     }
 }
