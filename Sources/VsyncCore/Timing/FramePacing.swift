@@ -78,8 +78,6 @@ public enum FramePacing {
 /// between the timer and the client.
 public struct FramePacer: Sendable, Equatable {
     public private(set) var target: FramePacing.Target?
-    /// The last frame handed out.
-    public private(set) var lastTargetSequence: UInt64?
     /// The last frame fired for, handed out or passed over: the next is aimed after it.
     private var lastFiredSequence: UInt64?
     /// The divisor and work duration `target` was chosen with: a change re-aims.
@@ -154,7 +152,6 @@ public struct FramePacer: Sendable, Equatable {
             passedOver &+= 1
             return nil
         }
-        lastTargetSequence = t.sequence
         defer { passedOver = 0 }
         return (t, passedOver)
     }
