@@ -68,6 +68,12 @@ struct PacingSimulation {
             periodNs: m.periodNs) { m.predictedTimestamp(forSequence: $0) }
     }
 
+    /// Re-aims at `nowNs`, as the daemon does once a wake-up's ticks are out.
+    mutating func aim(at nowNs: UInt64) {
+        self.nowNs = nowNs
+        aim()
+    }
+
     mutating func changeMode(periodNs: Double) {
         // The kernel keeps counting across a mode change; the new progression starts at the next vblank.
         modes.append((latest + 1, nowNs + UInt64(periodNs), periodNs))
@@ -213,8 +219,7 @@ struct FramePacingTests {
         #expect(onTime?.frame == target && onTime?.skipped == 0)
         // Fired: nothing is aimed at until the daemon re-aims, after the ticks are out.
         #expect(sim.pacer.target == nil)
-        sim.nowNs = target.wakeNs + 3_000_000
-        sim.aim()
+        sim.aim(at: target.wakeNs + 3_000_000)
 
         // Late by 40 ms: that target has already been shown. Nothing is handed out for it; the
         // next frame whose wake is still ahead is aimed at, and all passed over are counted with it.
@@ -222,8 +227,7 @@ struct FramePacingTests {
         let late = second.wakeNs + 40_000_000
         let missed = sim.pacer.fire(nowNs: late, newestSequence: sim.latest, periodNs: m.periodNs)
         #expect(missed == nil)
-        sim.nowNs = late
-        sim.aim()
+        sim.aim(at: late)
         let next = try #require(sim.pacer.target)
         #expect(next.wakeNs >= late)
         let fired = sim.pacer.fire(nowNs: next.wakeNs, newestSequence: sim.latest, periodNs: m.periodNs)
@@ -240,6 +244,7 @@ struct FramePacingTests {
         // W = 40 ms at 60 Hz: each frame's wake comes 2.4 frames before its vblank.
         var sim = PacingSimulation(periodNs: period60Hz, divisor: 1, workDurationNs: 40_000_000)
         sim.run(until: farTimestampBase + 300_000_000)
+        var paused = sim  // the same state, for the pause below
         let m = sim.model
         let target = try #require(sim.pacer.target)
         // 30 ms late: its vblank is 10 ms ahead, but the next frame's wake went by 13.3 ms ago.
@@ -247,8 +252,7 @@ struct FramePacingTests {
         let lateFire = sim.pacer.fire(nowNs: late, newestSequence: sim.latest, periodNs: m.periodNs)
         let fired = try #require(lateFire)
         #expect(fired.frame == target && fired.skipped == 0)
-        sim.nowNs = late
-        sim.aim()
+        sim.aim(at: late)
         let next = try #require(sim.pacer.target)
         #expect(next.sequence == target.sequence + 2)
         let nextFire = sim.pacer.fire(nowNs: next.wakeNs, newestSequence: sim.latest, periodNs: m.periodNs)
@@ -256,18 +260,14 @@ struct FramePacingTests {
         #expect(second.frame == next && second.skipped == 1)
 
         // The same late wake, then a pause: resumed, the next frame carries no skipped count.
-        var paused = PacingSimulation(periodNs: period60Hz, divisor: 1, workDurationNs: 40_000_000)
-        paused.run(until: farTimestampBase + 300_000_000)
-        let t = try #require(paused.pacer.target)
-        let beforePause = paused.pacer.fire(nowNs: t.wakeNs + 30_000_000, newestSequence: paused.latest, periodNs: paused.model.periodNs)
-        #expect(beforePause?.frame == t)
-        paused.nowNs = t.wakeNs + 30_000_000
+        let beforePause = paused.pacer.fire(nowNs: late, newestSequence: paused.latest, periodNs: m.periodNs)
+        #expect(beforePause?.frame == target)
         paused.pacer.reschedule()
-        paused.aim()
+        paused.aim(at: late)
         let resumed = try #require(paused.pacer.target)
-        let resumedFire = paused.pacer.fire(nowNs: resumed.wakeNs, newestSequence: paused.latest, periodNs: paused.model.periodNs)
+        let resumedFire = paused.pacer.fire(nowNs: resumed.wakeNs, newestSequence: paused.latest, periodNs: m.periodNs)
         let afterPause = try #require(resumedFire)
-        #expect(afterPause.frame.sequence > t.sequence && afterPause.skipped == 0)
+        #expect(afterPause.frame.sequence > target.sequence && afterPause.skipped == 0)
     }
 
     /// A wake-up later than several frames (a predicted tick while the display is off, W = 0:
@@ -282,9 +282,8 @@ struct FramePacingTests {
         let late = target.wakeNs + UInt64(3.5 * period60Hz)
         let missed = sim.pacer.fire(nowNs: late, newestSequence: target.sequence + 3, periodNs: m.periodNs)
         #expect(missed == nil)
-        sim.nowNs = late
         sim.latest = target.sequence + 3
-        sim.aim()
+        sim.aim(at: late)
         let next = try #require(sim.pacer.target)
         #expect(next.sequence == target.sequence + 4)
         let fired = sim.pacer.fire(nowNs: next.wakeNs, newestSequence: sim.latest, periodNs: m.periodNs)
@@ -302,8 +301,7 @@ struct FramePacingTests {
         let target = try #require(sim.pacer.target)
         let fired = sim.pacer.fire(nowNs: target.wakeNs, newestSequence: target.sequence, periodNs: m.periodNs)
         #expect(fired == nil)
-        sim.nowNs = target.wakeNs
-        sim.aim()
+        sim.aim(at: target.wakeNs)
         let next = try #require(sim.pacer.target)
         #expect(next.sequence > target.sequence)
     }
