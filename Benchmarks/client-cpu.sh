@@ -33,7 +33,7 @@ cc -O2 -o "$work/fanout" "$repo/Benchmarks/reference/fanout.c"
 cclient=""
 if [ -e "$build/libvsync.so" ]; then
   mkdir -p "$work/lib"
-  ln -s "$build/libvsync.so" "$work/lib/libvsync.so.0"
+  ln -s "$build/libvsync.so" "$work/lib/libvsync.so.1"
   ln -s "$build/libvsync.so" "$work/lib/libvsync.so"
   cc -O2 -I "$repo/include" -o "$work/libvsync-client" "$here/libvsync-client.c" -L "$work/lib" -lvsync -Wl,-rpath,"$work/lib"
   cclient="$work/libvsync-client"
