@@ -9,8 +9,9 @@
  *
  * Threading: a client and its links are used by one thread at a time (like the default queue
  * of libwayland-client). Callbacks run inside vsync_client_dispatch(); a callback may change or
- * destroy its own link or others, and create links, but must not call vsync_client_dispatch(),
- * vsync_client_get_displays() (both return -EBUSY) or vsync_client_destroy().
+ * destroy its own link or others, create links, and destroy the client (the dispatch ends after
+ * that callback), but must not call vsync_client_dispatch() or vsync_client_get_displays()
+ * (both return -EBUSY).
  *
  * Errors follow libdrm's and sd-bus's convention: a call that fails returns a NEGATIVE errno
  * value (-EINVAL, -ECONNREFUSED, ...), so strerror(-rc) names it right; errno is not set. The

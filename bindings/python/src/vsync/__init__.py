@@ -18,70 +18,19 @@ failed and what to do; .errno is the errno value.
 import asyncio
 import collections
 import ctypes
-import dataclasses
 import os
 
 from . import _lib
+from ._errors import (_FATAL, ConnectionLostError, DisplayGoneError, InvalidArgumentError, NoDaemonError,
+                      NoDisplayError, PermissionDeniedError, TimedOutError, VsyncError, _error)
 from ._lib import lib
+from ._types import _KINDS, Display, DisplayEvent, Frame, _text
 
 __all__ = [
     "Client", "Link", "Frame", "Display", "DisplayEvent", "VsyncError", "NoDaemonError", "PermissionDeniedError",
     "ConnectionLostError", "NoDisplayError", "DisplayGoneError", "InvalidArgumentError", "TimedOutError",
     "library_version", "now_ns",
 ]
-
-
-class VsyncError(Exception):
-    """A libvsync failure. str(error) is the one line; .errno the errno value."""
-
-    def __init__(self, errno, message):
-        super().__init__(message)
-        self.errno = errno
-        self.message = message
-
-
-class NoDaemonError(VsyncError, ConnectionRefusedError):
-    """No vsyncd listens on the socket: start vsyncd.socket, or check VSYNCD_SOCKET."""
-
-
-class PermissionDeniedError(VsyncError, PermissionError):
-    """The user may not connect: add it to the socket's group."""
-
-
-class ConnectionLostError(VsyncError, ConnectionResetError):
-    """vsyncd closed the connection; the client reconnects by itself."""
-
-
-class NoDisplayError(VsyncError):
-    """No display matches the link's selector."""
-
-
-class DisplayGoneError(VsyncError):
-    """The link's display was unplugged or its card went away."""
-
-
-class InvalidArgumentError(VsyncError, ValueError):
-    """A bad argument."""
-
-
-class TimedOutError(VsyncError, TimeoutError):
-    """vsyncd did not answer in time."""
-
-
-_ERRORS = {
-    _lib.ENODAEMON: NoDaemonError, _lib.EACCES: PermissionDeniedError, _lib.ECONNLOST: ConnectionLostError,
-    _lib.ENODISPLAY: NoDisplayError, _lib.EDISPLAYGONE: DisplayGoneError, _lib.EINVAL: InvalidArgumentError,
-    _lib.ETIMEDOUT: TimedOutError,
-}
-# Errors after which a link gets no more frames by itself: the iterators raise them.
-_FATAL = {_lib.ENODISPLAY, _lib.EDISPLAYGONE, _lib.EREQUEST, _lib.EPROTO, _lib.EREFUSED}
-
-
-def _error(rc, line=None):
-    errno = abs(rc)
-    if not line:
-        line = lib().vsync_strerror(rc).decode(errors="replace")
-    return _ERRORS.get(errno, VsyncError)(errno, line)
 
 
 def library_version():
@@ -93,82 +42,6 @@ def library_version():
 def now_ns():
     """CLOCK_MONOTONIC now, in ns: the clock of every timestamp."""
     return lib().vsync_now_ns()
-
-
-@dataclasses.dataclass(frozen=True)
-class Frame:
-    """One frame: the newest tick of a link in one dispatch. Times are CLOCK_MONOTONIC ns."""
-    display_id: int
-    sequence: int             # the newest vblank's sequence
-    timestamp_ns: int         # when it happened (CADisplayLink timestamp)
-    target_timestamp_ns: int  # the frame's deadline: the time of vblank target_sequence
-    target_sequence: int
-    duration_ns: int          # the display's frame interval
-    interval_ns: int          # divisor * duration_ns
-    skipped: int              # frames at the link's rate not delivered since the last one
-    divisor: int
-    flags: int
-    received_ns: int
-    timelines: tuple          # ((sequence, presentation_ns), ...): the target, then later vblanks
-
-    @property
-    def synthetic(self):
-        return bool(self.flags & _lib.FRAME_SYNTHETIC)
-
-    @property
-    def predicted(self):
-        return bool(self.flags & _lib.FRAME_PREDICTED)
-
-    @classmethod
-    def _from(cls, f):
-        count = min(f.timeline_count, 4)
-        return cls(f.display_id, f.sequence, f.timestamp_ns, f.target_timestamp_ns, f.target_sequence,
-                   f.duration_ns, f.interval_ns, f.skipped, f.divisor, f.flags, f.received_ns,
-                   tuple((t.sequence, t.presentation_ns) for t in f.timelines[:count]))
-
-
-@dataclasses.dataclass(frozen=True)
-class DisplayEvent:
-    kind: str                 # "mode_changed", "off", "on", "waiting", or "kind N"
-    display_id: int
-    refresh_mhz: int
-    period_ns: int
-
-
-_KINDS = {_lib.DISPLAY_MODE_CHANGED: "mode_changed", _lib.DISPLAY_OFF: "off", _lib.DISPLAY_ON: "on",
-          _lib.DISPLAY_WAITING: "waiting"}
-
-
-@dataclasses.dataclass(frozen=True)
-class Display:
-    """One display as vsyncd lists it; identity strings are "" when vsyncd does not know them."""
-    id: int                   # the selector "display:ID"
-    name: str                 # the connector ("HDMI-A-1"); "timer" for the timer source
-    on: bool
-    refresh_mhz: int          # exact refresh in millihertz; 0 if off
-    period_ns: int
-    width: int
-    height: int
-    crtc_id: int
-    connector_id: int
-    flags: int
-    device_path: str          # "/dev/dri/card0"
-    bus_path: str             # "pci-0000:00:02.0"
-    edid_make: str
-    edid_model: str
-    edid_serial: str
-
-    @property
-    def primary(self):
-        return bool(self.flags & _lib.DISPLAY_FLAG_PRIMARY)
-
-    @property
-    def refresh_hz(self):
-        return self.refresh_mhz / 1000
-
-
-def _text(raw):
-    return raw.decode("utf-8", errors="replace")
 
 
 class Client:
@@ -309,9 +182,13 @@ class Client:
         self.close()
 
     def __del__(self):
-        if getattr(self, "_raw", None) is not None:
-            lib().vsync_client_destroy(self._raw)
-            self._raw = None
+        # At interpreter exit the module may be half torn down: then the process frees it all.
+        try:
+            if getattr(self, "_raw", None) is not None:
+                lib().vsync_client_destroy(self._raw)
+                self._raw = None
+        except Exception:  # noqa: BLE001
+            pass
 
 
 class Link:
@@ -403,6 +280,9 @@ class Link:
         self.close()
 
     def __del__(self):
-        if getattr(self, "_raw", None) is not None:
-            lib().vsync_link_destroy(self._raw)
-            self._raw = None
+        try:
+            if getattr(self, "_raw", None) is not None:
+                lib().vsync_link_destroy(self._raw)
+                self._raw = None
+        except Exception:  # noqa: BLE001
+            pass
