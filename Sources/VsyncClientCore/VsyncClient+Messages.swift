@@ -153,7 +153,10 @@ extension VsyncClient {
             handle(event)
         case .error(let error):
             handle(error)
-        case .displayList, .tick:
+        case .displayList(let displays):
+            lastDisplayList = displays
+            displayListsReceived += 1
+        case .tick:
             break
         }
     }
