@@ -3,6 +3,8 @@
 ///
 /// Made by `RefreshModel.fit(_:)`; `vsync-probe measure` uses it for the measured rate and
 /// takes jitter percentiles from `residualsNs`. No outlier rejection: every sample counts.
+/// On interrupt-stamped timestamps (`timestampSource`) the line is the lower envelope, as in
+/// the daemon's `RefreshModel`, and the residuals are how late each stamp was.
 public struct LinearFit: Sendable, Hashable {
     /// Fitted frame period in ns.
     public let periodNs: Double
@@ -13,6 +15,8 @@ public struct LinearFit: Sendable, Hashable {
     public let offsetNs: Double
     /// Each sample's timestamp minus the fitted line, in input order (ns, signed).
     public let residualsNs: [Double]
+    /// What the spread of the residuals around the least-squares line says.
+    public let timestampSource: TimestampSource
 
     /// Fitted refresh rate in Hz.
     public var hz: Double { 1e9 / periodNs }
@@ -40,14 +44,39 @@ extension RefreshModel {
         for s in samples {
             acc.add(x: signedDelta(s.sequence, first.sequence), y: signedDelta(s.timestampNs, first.timestampNs))
         }
-        guard let line = acc.line, line.slope > 0, line.slope.isFinite else { return nil }
-        let residuals = samples.map { s in
-            signedDelta(s.timestampNs, first.timestampNs)
-                - (line.interceptAtZero + line.slope * signedDelta(s.sequence, first.sequence))
+        guard var line = acc.line, line.slope > 0, line.slope.isFinite else { return nil }
+        func residuals() -> [Double] {
+            samples.map { s in
+                signedDelta(s.timestampNs, first.timestampNs)
+                    - (line.interceptAtZero + line.slope * signedDelta(s.sequence, first.sequence))
+            }
         }
+        var residualsNs = residuals()
+        var moments = ResidualMoments()
+        for r in residualsNs { moments.add(r) }
+        let shape = moments.shape(entering: true) ?? .centered
+        if shape != .centered {
+            // The envelope wants x strictly increasing: sort by sequence, drop repeats.
+            let ordered = samples.sorted { $0.sequence < $1.sequence }
+            var xs: [Double] = [], ys: [Double] = []
+            for s in ordered where xs.last.map({ signedDelta(s.sequence, first.sequence) > $0 }) ?? true {
+                xs.append(signedDelta(s.sequence, first.sequence))
+                ys.append(signedDelta(s.timestampNs, first.timestampNs))
+            }
+            var lowerStack = Array(repeating: 0, count: xs.count), upperStack = lowerStack
+            let envelope = shape == .flat
+                ? EnvelopeFit.minimax(count: xs.count, lowerStack: &lowerStack, upperStack: &upperStack,
+                                      x: { xs[$0] }, y: { ys[$0] })
+                : EnvelopeFit.lower(count: xs.count, stack: &lowerStack, x: { xs[$0] }, y: { ys[$0] })
+            if let envelope {
+                line = envelope
+                residualsNs = residuals()
+            }
+        }
+        let source: TimestampSource = shape == .centered ? .scanout : .interrupt
         return LinearFit(
             periodNs: line.slope, referenceSequence: first.sequence,
             referenceTimestampNs: first.timestampNs, offsetNs: line.interceptAtZero,
-            residualsNs: residuals)
+            residualsNs: residualsNs, timestampSource: source)
     }
 }
