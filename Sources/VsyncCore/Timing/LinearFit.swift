@@ -3,8 +3,9 @@
 ///
 /// Made by `RefreshModel.fit(_:)`; `vsync-probe measure` uses it for the measured rate and
 /// takes jitter percentiles from `residualsNs`. No outlier rejection: every sample counts.
-/// On interrupt-stamped timestamps (`timestampSource`) the line is the lower envelope, as in
-/// the daemon's `RefreshModel`, and the residuals are how late each stamp was.
+/// On interrupt-stamped timestamps (`timestampSource`) the line is the envelope, as in the
+/// daemon's `RefreshModel` (drawn without stamps far later than the rest, which a whole run
+/// does not reject), and the residuals are how late each stamp was.
 public struct LinearFit: Sendable, Hashable {
     /// Fitted frame period in ns.
     public let periodNs: Double
@@ -52,12 +53,21 @@ extension RefreshModel {
             }
         }
         var residualsNs = residuals()
+        // A whole run keeps every sample, so a stall's odd stamp stays in: the shape is judged
+        // without the 1 % latest and earliest, and the envelope drawn without stamps later
+        // than the rest by over 5 % of their spread (the soonest ones are the envelope itself).
+        let sorted = residualsNs.sorted()
+        let trim = sorted.count / 100
+        let (low, high) = (sorted[trim], sorted[sorted.count - 1 - trim])
         var moments = ResidualMoments()
-        for r in residualsNs { moments.add(r) }
+        for r in sorted[trim..<(sorted.count - trim)] { moments.add(r) }
         let shape = moments.shape(entering: true) ?? .centered
         if shape != .centered {
             // The envelope wants x strictly increasing: sort by sequence, drop repeats.
-            let ordered = samples.sorted { $0.sequence < $1.sequence }
+            var kept: [(sequence: UInt64, timestampNs: UInt64)] = []
+            let latest = high + 0.05 * (high - low)
+            for (s, r) in zip(samples, residualsNs) where r <= latest { kept.append(s) }
+            let ordered = kept.sorted { $0.sequence < $1.sequence }
             var xs: [Double] = [], ys: [Double] = []
             for s in ordered where xs.last.map({ signedDelta(s.sequence, first.sequence) > $0 }) ?? true {
                 xs.append(signedDelta(s.sequence, first.sequence))
