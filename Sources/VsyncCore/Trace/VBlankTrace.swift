@@ -88,9 +88,9 @@ public struct VBlankTrace: Sendable, Equatable {
         var number = 0
         var sawHeader = false
         var known = Set<UInt32>()
-        for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        // "\r\n" is one Character in Swift: split on any newline.
+        for line in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline) {
             number += 1
-            let line = raw.hasSuffix("\r") ? raw.dropLast() : raw
             if line.allSatisfy({ $0 == " " || $0 == "\t" }) { continue }
             if !sawHeader {
                 let words = line.split(separator: " ")
