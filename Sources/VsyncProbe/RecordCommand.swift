@@ -28,6 +28,9 @@ struct RecordCommand: ParsableCommand {
     @Option(help: "Write the trace here ('-': standard output).")
     var out: String
 
+    @Option(help: "Also write the recording as Chrome trace-event JSON here, for Perfetto's UI (ui.perfetto.dev).")
+    var traceOut: String?
+
     func validate() throws {
         guard seconds > 0, seconds <= 86_400 else { throw ValidationError("--seconds must be above 0 and at most 86400") }
     }
@@ -37,11 +40,29 @@ struct RecordCommand: ParsableCommand {
         guard let file else {
             throw Failure.exit("cannot write the trace to \(out): \(String(cString: strerror(errno))); give a writable --out path")
         }
-        let failure = Self.record(device: device, crtcID: crtc, seconds: seconds) { fputs($0 + "\n", file) }
+        // The lines are kept for --trace-out, which is written from the whole recording.
+        let lines = LineCollector(keep: traceOut != nil)
+        let failure = Self.record(device: device, crtcID: crtc, seconds: seconds) {
+            fputs($0 + "\n", file)
+            lines.add($0)
+        }
         let written = fflush(file) == 0 && ferror(file) == 0
         if out != "-" { fclose(file) }
         if let failure { throw Failure.exit(failure) }
         guard written else { throw Failure.exit("writing the trace to \(out) failed: \(String(cString: strerror(errno)))") }
+        if let traceOut {
+            let trace: VBlankTrace
+            do { trace = try VBlankTrace(parsing: lines.text) } catch {
+                throw Failure.exit("the recording does not read back as a trace (\(error.description)): please report this")
+            }
+            guard let json = fopen(traceOut, "w") else {
+                throw Failure.exit("cannot write the trace-event JSON to \(traceOut): \(String(cString: strerror(errno)))")
+            }
+            fputs(TraceEventJSON.encode(trace), json)
+            let ok = fflush(json) == 0 && ferror(json) == 0
+            fclose(json)
+            guard ok else { throw Failure.exit("writing the trace-event JSON to \(traceOut) failed: \(String(cString: strerror(errno)))") }
+        }
     }
 
     private static func record(device: String?, crtcID: UInt32?, seconds: Double, emit: @escaping (String) -> Void) -> DRMError? {
@@ -53,6 +74,15 @@ struct RecordCommand: ParsableCommand {
             return error
         }
     }
+}
+
+/// The trace's lines, kept when --trace-out needs them.
+final class LineCollector {
+    private let keep: Bool
+    private var lines: [String] = []
+    init(keep: Bool) { self.keep = keep }
+    func add(_ line: String) { if keep { lines.append(line) } }
+    var text: String { lines.joined(separator: "\n") + "\n" }
 }
 
 /// The recording loop: keeps every lit CRTC's vblank queue full, writes each event, and
