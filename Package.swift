@@ -90,7 +90,7 @@ let package = Package(
                 .linkedLibrary("swiftUnicodeDataTables"),
                 .unsafeFlags([
                     "-L", embeddedLibDir,
-                    "-Xlinker", "-soname=libvsync.so.0",
+                    "-Xlinker", "-soname=libvsync.so.1",
                     "-Xlinker", "--no-undefined",
                     // Bind every symbol at load, so RELRO covers the whole GOT (Debian's hardening).
                     "-Xlinker", "-z", "-Xlinker", "now",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs, builds the vkms kernel for the VM test bed
 # (cached in /var/cache/vsyncd), builds everything and the Debian packages (checked by lintian),
-# and runs unit, daemon, package and VM tests.
+# and runs unit, daemon, package and VM tests, then libvsync's Rust crate and Python package
+# (Scripts/test-bindings.sh: cargo test --offline, pytest in a fresh virtualenv).
 #
 #   Scripts/test.sh            # everything
 #   Scripts/test.sh --filter X # only tests matching X (passed to `swift test`)
@@ -13,11 +14,11 @@ repo=$(dirname "$here")
 cd "$repo"
 
 ensure_packages pkg-config libdrm-dev libdrm-tests qemu-system-x86 systemd g++ binutils util-linux \
-  linux-source-6.1 bc flex bison libelf-dev libssl-dev xz-utils make gcc \
+  gpgv debian-archive-keyring bc flex bison libelf-dev libssl-dev xz-utils make gcc \
   debhelper dpkg-dev lintian groff-base
 command -v swift >/dev/null || die "swift not found: install Swift 6.1 or newer (https://swift.org/install) and put it on PATH"
 
-log "kernel for the VM test bed"
+log "kernel for the VM test bed (Debian's newest linux-source-7.x, fetched with a private apt state)"
 kernel=$("$here/build-kernel.sh")
 log "kernel: $kernel"
 
@@ -36,4 +37,12 @@ fi
 log "running tests"
 # One test at a time: the VM, soak and latency tests measure timing, and on 2 cores parallel
 # suites would measure each other instead.
-swift test --skip-build --no-parallel "$@"
+# Both suites run even if the first fails; the script fails if either did.
+status=0
+swift test --skip-build --no-parallel "$@" || status=$?
+
+if [ $# -eq 0 ]; then
+  log "libvsync's bindings: Rust and Python"
+  "$here/test-bindings.sh" || status=$?
+fi
+exit "$status"
