@@ -107,6 +107,30 @@ struct InterruptTimestampTests {
         if frames >= 600 { #expect(p.max <= 15) }
     }
 
+    /// The test bed after a stall of over a frame with interrupt stamps: the kernel counted one
+    /// vblank where two went by, so from there on the count is one behind the clock.
+    @Test("whole-run fit: a count that slipped by a frame is taken at the timestamps' count")
+    func countSlip() {
+        for stamps in ["exact", "host-tick"] {
+            var samples = stamps == "exact"
+                ? (0..<601).map { i -> (sequence: UInt64, timestampNs: UInt64) in
+                    let s = farSequenceBase + UInt64(i)
+                    return (s, vblankTime(s, periodNs: period60Hz))
+                }
+                : Self.tickStream(frames: 601, periodNs: period60Hz, tickPhaseNs: 1_234_567)
+            // Frame 300 is lost to the count: the later samples carry a sequence one lower.
+            samples.remove(at: 300)
+            let truth = RefreshModel.fit(samples)!  // the right count, one sample missing
+            for i in 300..<samples.count { samples[i].sequence -= 1 }
+            let fit = RefreshModel.fit(samples)!
+            // The timestamps' count is the right one: the same fit as with the true count.
+            #expect(abs(fit.periodNs - truth.periodNs) <= 1e-6, "\(stamps): \(fit.periodNs) vs \(truth.periodNs)")
+            #expect(Self.ppm(fit.periodNs, period60Hz) <= (stamps == "exact" ? 0.01 : 20))
+            #expect(fit.timestampSource == truth.timestampSource)
+            #expect(fit.timestampSource == (stamps == "exact" ? .scanout : .interrupt))
+        }
+    }
+
     @Test("whole-run fit: residuals are the latency above the earliest stamp, never below")
     func wholeRunResiduals() {
         let samples = Self.stream(frames: 600, periodNs: period60Hz, seed: 42, floorNs: 150_000)
