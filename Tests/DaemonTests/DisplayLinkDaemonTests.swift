@@ -14,6 +14,13 @@ extension DisplayLinkTests {
         static let toleranceNs: UInt64 = 2
 
         /// Whether this thread is DisplayLink's reader thread, by the name the kernel knows it by.
+        /// The names of this process's threads (diagnostics).
+        static func threadNames() -> [String: Int] {
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+            let names = tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+            return Dictionary(grouping: names.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }, by: { $0 }).mapValues(\.count)
+        }
+
         static func onReaderThread() -> Bool {
             (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) == "DisplayLink\n"
         }
@@ -157,7 +164,8 @@ extension DisplayLinkTests {
             let alone = await probe.next(10)
             #expect(alone.calls.count >= 10)
             #expect(alone.offQueue == 0)
-            #expect(alone.onReader == alone.calls.count, "\(alone.onReader) of \(alone.calls.count) inline")
+            #expect(alone.onReader == alone.calls.count,
+                    "\(alone.onReader) of \(alone.calls.count) inline; \(DisplayLinkConnection.shared(socketPath: daemon.socketPath).inlineStatus); threads \(Daemon.threadNames())")
 
             // Busy for 150 ms: the ticks of those frames come as one callback with the rest
             // skipped, and delivery stays inline.
@@ -186,7 +194,8 @@ extension DisplayLinkTests {
             let link = probe.link(socketPath: daemon.socketPath)
             link.start(on: probe.queue)
             let first = await probe.next(5)
-            #expect(first.onReader == first.calls.count, "\(first.onReader) of \(first.calls.count) inline alone")
+            let connection = DisplayLinkConnection.shared(socketPath: daemon.socketPath)
+            #expect(first.onReader == first.calls.count, "\(first.onReader) of \(first.calls.count) inline alone; \(connection.inlineStatus)")
             let other = DisplayLink(socketPath: daemon.socketPath) { _ in }
             other.start(on: DispatchQueue(label: "other"))
             // The change is decided as start(on:) returns; a read already under way may still
@@ -199,7 +208,7 @@ extension DisplayLinkTests {
             // As above: one read under way may still post with async.
             let alone = await probe.next(10, after: await probe.busy(ms: 0) + 1)
             #expect(alone.calls.count >= 10)
-            #expect(alone.onReader == alone.calls.count, "\(alone.onReader) of \(alone.calls.count) inline once alone again")
+            #expect(alone.onReader == alone.calls.count, "\(alone.onReader) of \(alone.calls.count) inline once alone again; \(connection.inlineStatus)")
             link.invalidate()
         }
 
@@ -227,7 +236,7 @@ extension DisplayLinkTests {
             let link = DisplayLink(socketPath: daemon.socketPath) { link in
                 recorder.record(link)
                 let n = calls.add(1, ordering: .relaxed).newValue
-                if n >= 20 && n < 23 { usleep(80_000) }  // calls 20–22 (samples 19–21) are slow
+                if n >= 20 && n < 23 { usleep(100_000) }  // calls 20–22 (samples 19–21) take six frames
             }
             let thread = RunLoopThread(setup: { link.add(to: $0, forMode: .default) }, schedule: [(.default, 1.5)])
             await thread.waitUntilFinished()
@@ -240,7 +249,9 @@ extension DisplayLinkTests {
             #expect(samples.count >= 30, "\(samples.count) callbacks in 1.5 s")
             #expect(samples.allSatisfy { $0.mode == RunLoop.Mode.default.rawValue })
             let afterSlow = samples[20...22].map(\.frame.skipped)
-            #expect(afterSlow.allSatisfy { $0 >= 3 }, "skipped after 80 ms callbacks: \(afterSlow)")
+            // At least the vblanks 33–67 ms after a slow callback's own came and went while it
+            // ran (two frames of slack for a late tick on a loaded machine).
+            #expect(afterSlow.allSatisfy { $0 >= 3 }, "skipped after 100 ms callbacks: \(afterSlow)")
             // No backlog behind the slow callbacks: later ones run soon after their vblank.
             let ages = samples[22...].map { Double($0.calledNs - $0.frame.timestampNanoseconds) / 1e6 }.sorted()
             #expect(ages[ages.count * 9 / 10] < 40, "callback ages after the slow phase (ms): \(ages)")
