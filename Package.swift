@@ -140,6 +140,12 @@ let package = Package(
             name: "vsync-soak",
             dependencies: ["DisplayLink", "VsyncCore", "ProcessTools", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
+        // Example (issue 24): DisplayLink's FrameWork rasterizing on the CPU against a real vsyncd.
+        .executableTarget(
+            name: "framework-demo",
+            dependencies: ["DisplayLink", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "examples/framework-demo"
+        ),
         .testTarget(name: "VsyncCoreTests", dependencies: ["VsyncCore"]),
         // The client core in-process over socketpairs, against a scripted server.
         .testTarget(name: "VsyncClientCoreTests", dependencies: ["VsyncClientCore", "VsyncCore"]),
