@@ -12,36 +12,66 @@ struct ConnectorIdentity {
     var order: Int
 }
 
+/// Card nodes that exist but cannot be opened yet (ENODEV or ENXIO: vkms and hotplugged GPUs
+/// create the node before the device is ready), with the tries so far. A card still coming up
+/// is retried at the housekeeping rate, not called gone; after `maxTries` (ten seconds at 4 Hz)
+/// it is left until the next uevent or /dev/dri change.
+struct ComingUpCards {
+    static let maxTries = 40
+    enum Verdict: Equatable {
+        /// Try again soon; `first` when it was just found not ready (log it once).
+        case retry(first: Bool)
+        /// Tried `maxTries` times: stop until something changes.
+        case gaveUp
+        /// Not a card coming up: the error stands.
+        case notComingUp
+    }
+
+    private(set) var tries: [String: Int] = [:]
+    var isEmpty: Bool { tries.isEmpty }
+
+    mutating func failed(_ path: String, _ error: DRMError, nodeExists: Bool) -> Verdict {
+        guard error.kind == .deviceGone, nodeExists else {
+            tries[path] = nil
+            return .notComingUp
+        }
+        let n = (tries[path] ?? 0) + 1
+        guard n <= Self.maxTries else {
+            tries[path] = nil
+            return .gaveUp
+        }
+        tries[path] = n
+        return .retry(first: n == 1)
+    }
+
+    mutating func opened(_ path: String) { tries[path] = nil }
+
+    /// Forgets nodes that are gone.
+    mutating func keep(only present: Set<String>) {
+        for path in tries.keys where !present.contains(path) { tries[path] = nil }
+    }
+}
+
 // Card lifecycle: cards that are coming up, cards that go and come back, and the names that
 // identify a card (bus path) and a monitor (EDID). Kept apart from the vblank queueing.
 extension DRMVBlankSource: CardLifecycle {
-    /// How many times a card node that will not open yet is retried (at the housekeeping rate,
-    /// 4 Hz: ten seconds) before it is left until the next uevent or /dev/dri change.
-    static let comingUpTries = 40
-
     var wantsRescanSoon: Bool { !comingUp.isEmpty }
 
-    /// A card node that exists but answers ENODEV or ENXIO is still coming up (vkms and hotplugged
-    /// GPUs create the node before the device can be opened): retried, not called gone. Returns
-    /// whether it will be.
+    /// Whether the failed open of `path` is a card coming up, to be retried (and logs it once).
     func retryLater(_ path: String, _ error: DRMError) -> Bool {
-        guard error.kind == .deviceGone, access(path, F_OK) == 0 else {
-            comingUp[path] = nil
-            return false
-        }
-        let tries = (comingUp[path] ?? 0) + 1
-        guard tries <= Self.comingUpTries else {
-            comingUp[path] = nil
-            logger.warning("skipping \(path): still not ready after \(Self.comingUpTries) tries (\(error)); it is tried again on the next hotplug event")
+        switch comingUp.failed(path, error, nodeExists: access(path, F_OK) == 0) {
+        case .notComingUp: return false
+        case .retry(let first):
+            if first { logger.info("\(path) is not ready yet (\(error)): retrying four times a second") }
+            return true
+        case .gaveUp:
+            logger.warning("skipping \(path): still not ready after \(ComingUpCards.maxTries) tries (\(error)); it is tried again on the next hotplug event")
             return true
         }
-        if tries == 1 { logger.info("\(path) is not ready yet (\(error)): retrying four times a second") }
-        comingUp[path] = tries
-        return true
     }
 
     func opened(_ path: String) {
-        comingUp[path] = nil
+        comingUp.opened(path)
         busPaths[path] = Card.busPath(ofNode: path)
     }
 

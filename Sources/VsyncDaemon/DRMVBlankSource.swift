@@ -28,8 +28,8 @@ final class DRMVBlankSource: VBlankSource {
     private var lastFound: [String: [SourceDisplay]] = [:]
     /// Each open card's stable path (DRMVBlankSource+Cards.swift).
     var busPaths: [String: String] = [:]
-    /// Cards whose node is there but would not open yet (ENODEV/ENXIO), with the tries so far.
-    var comingUp: [String: Int] = [:]
+    /// Cards whose node is there but would not open yet (ENODEV/ENXIO).
+    var comingUp = ComingUpCards()
     let pnpRegistry = PNPRegistry.installed()
 
     init(devices: [String], logger: Logger) throws(DaemonError) {
@@ -115,7 +115,7 @@ final class DRMVBlankSource: VBlankSource {
         if explicitDevices.isEmpty {
             let present = Set(Card.primaryNodePaths())
             for path in cards.keys where !present.contains(path) { drop(path, reason: "device node removed") }
-            for path in comingUp.keys where !present.contains(path) { comingUp[path] = nil }
+            comingUp.keep(only: present)
             for path in present.sorted() where cards[path] == nil {
                 do throws(DRMError) { try open(path) } catch {
                     if !retryLater(path, error) { logger.warning("skipping \(path): \(error)") }

@@ -3,6 +3,7 @@ import Glibc
 import Testing
 import VsyncCore
 @testable import VsyncDaemon
+import VsyncDRM
 
 extension ScriptedVBlankSource: CardLifecycle {
     var wantsRescanSoon: Bool { state.withLock { $0.comingUp } }
@@ -259,5 +260,52 @@ extension VsyncdTests {
             #expect(Self.events(added).last?.display.connectorName == "Virtual-5")
             source.setComingUp(false)
         }
+    }
+}
+
+/// A card node that exists before its device can be opened (issue 20: vkms's configfs cards,
+/// hotplugged GPUs) is retried, not called gone.
+@Suite("Cards coming up")
+struct ComingUpCardTests {
+    /// What the kernel gives for such a node: opening a node with no device behind it fails
+    /// with ENXIO, as opening a Unix socket does; Card reads that as the device not being there.
+    @Test func anUnopenableNodeIsDeviceGone() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("card-\(UUID().uuidString.prefix(8))").path
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd); unlink(path) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in for (i, b) in path.utf8.enumerated() { raw[i] = b } }
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        try #require(bound == 0)
+        do {
+            _ = try Card(path: path)
+            Issue.record("opened a socket as a card")
+        } catch {
+            #expect(error.kind == .deviceGone && error.errno == ENXIO, "\(error)")
+            var cards = ComingUpCards()
+            #expect(cards.failed(path, error, nodeExists: true) == .retry(first: true))
+        }
+    }
+
+    @Test func retriedUntilItOpensOrForAtMostTenSeconds() {
+        let gone = DRMError(kind: .deviceGone, errno: ENODEV, device: "/dev/dri/card3", operation: "open")
+        var cards = ComingUpCards()
+        #expect(cards.failed("/dev/dri/card3", gone, nodeExists: true) == .retry(first: true))
+        #expect(cards.failed("/dev/dri/card3", gone, nodeExists: true) == .retry(first: false))
+        #expect(!cards.isEmpty)
+        cards.opened("/dev/dri/card3")
+        #expect(cards.isEmpty)
+        // A node that does not open for 40 tries (ten seconds at 4 Hz) is left for the next event.
+        for _ in 0..<ComingUpCards.maxTries { #expect(cards.failed("/dev/dri/card4", gone, nodeExists: true) != .gaveUp) }
+        #expect(cards.failed("/dev/dri/card4", gone, nodeExists: true) == .gaveUp)
+        #expect(cards.isEmpty)
+        // Other failures, or a node that is gone, are not a card coming up.
+        let denied = DRMError(kind: .permissionDenied(group: "video"), errno: EACCES, device: "/dev/dri/card5", operation: "open")
+        #expect(cards.failed("/dev/dri/card5", denied, nodeExists: true) == .notComingUp)
+        #expect(cards.failed("/dev/dri/card6", gone, nodeExists: false) == .notComingUp)
+        #expect(cards.failed("/dev/dri/card7", gone, nodeExists: true) == .retry(first: true))
+        cards.keep(only: ["/dev/dri/card0"])
+        #expect(cards.isEmpty)
     }
 }
