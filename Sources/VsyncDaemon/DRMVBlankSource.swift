@@ -131,6 +131,9 @@ final class DRMVBlankSource: VBlankSource {
             } catch {
                 if error.kind == .deviceGone {
                     drop(path, reason: error.description)
+                    // A node still there is a card that went and came back between two
+                    // rescans: opened again at the next one (cards coming up).
+                    _ = retryLater(path, error)
                 } else {
                     // A transient failure must not look like the card's displays vanished.
                     logger.error("\(error)")

@@ -10,6 +10,10 @@ extension Server {
         for fd in wanted.subtracting(sourceFDs) {
             do { try register(fd, .source) } catch { logger.error("\(error)") }
         }
+        // A card closed and another opened in one rescan can get the same fd number: the kernel
+        // dropped the closed file from the epoll set, so the new one is added (EEXIST, ignored,
+        // when it is the same file).
+        for fd in wanted.intersection(sourceFDs) where roles[fd] == .source { try? epoll.add(fd, events: Epoll.readable) }
         sourceFDs = wanted
     }
 

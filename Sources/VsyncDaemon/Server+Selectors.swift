@@ -70,6 +70,16 @@ extension Server {
         updatePrimary()
     }
 
+    /// A hotplug uevent or a /dev/dri change: rescan now, and once more a moment later. The
+    /// kernel sends the uevent before its fbdev client reacts to the hotplug (turning an
+    /// unplugged connector's CRTC off, setting the card's others to its own mode), so the first
+    /// rescan can read the CRTCs as they were; the second, 300 ms on, reads what fbdev did.
+    func hotplugged() {
+        rescanDisplays(announce: true)
+        rescanAgainAtNs = monotonicNow() &+ 300_000_000
+        updateHousekeeping()
+    }
+
     /// Sends `message` encoded for the client's protocol version (display records grew in 3).
     func send(_ message: ServerMessage, to client: Client) {
         send(message.encoded(version: client.version ?? WireProtocol.minimumVersion), to: client)

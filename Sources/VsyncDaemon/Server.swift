@@ -44,6 +44,8 @@ final class Server {
     var lastRescanNs: UInt64 = 0
     /// The primary display last seen, so that a change moves those who follow it.
     var lastPrimaryID: UInt32?
+    /// The rescan that follows a hotplug's (see `hotplugged`).
+    var rescanAgainAtNs: UInt64?
     /// Held open so that a refusal can still be accepted and sent when out of descriptors.
     var spareFD: Int32 = open("/dev/null", O_RDONLY | O_CLOEXEC)
     var acceptFailures = 0
@@ -167,7 +169,7 @@ final class Server {
     func updateHousekeeping() {
         let ticking = displays.contains { source.isActive($0.key) }
         let busy = ticking || displays.contains { $0.state == .off && !$0.subscriptions.isEmpty }
-            || clients.values.contains { $0.blockedSinceNs != nil || !$0.waiting.isEmpty } || source.wantsRescanSoon
+            || clients.values.contains { $0.blockedSinceNs != nil || !$0.waiting.isEmpty } || source.wantsRescanSoon || rescanAgainAtNs != nil
         var interval: UInt64? = busy ? (ticking ? Self.fallbackHousekeepingNs : Self.housekeepingNs) : nil
         if listenerPausedUntilNs != nil { interval = 100_000_000 }
         if let w = notifier?.watchdogIntervalNs { interval = min(interval ?? w, w) }
@@ -206,7 +208,10 @@ final class Server {
         // Followers of `primary` need a display lit by a mode set (no event either) noticed,
         // so the cards are re-read once a second while one runs: the bounded backstop.
         let waiting = source.wantsRescanSoon || clients.values.contains(where: { !$0.waiting.isEmpty })
-        if waiting, now &- lastRescanNs >= Self.housekeepingNs {
+        if let again = rescanAgainAtNs, now >= again {
+            rescanAgainAtNs = nil
+            rescanDisplays(announce: true)
+        } else if waiting, now &- lastRescanNs >= Self.housekeepingNs {
             rescanDisplays(announce: true)
         } else if now &- lastRescanNs >= Self.fallbackHousekeepingNs,
                   displays.contains(where: { $0.subscriptions.contains { !$0.paused && $0.followsPrimary && ($0.client.version ?? 1) >= 3 } }) {

@@ -93,6 +93,25 @@ extension VsyncdTests {
             #expect(Self.events(got).last?.kind == .off && Self.events(got).last?.display.connectorName == "Virtual-1")
         }
 
+        /// The kernel sends a hotplug uevent before its fbdev client acts on it (turning CRTCs
+        /// off, relighting them): what changes just after the uevent is read by a second rescan.
+        @Test(.timeLimit(.minutes(1)))
+        func whatFbdevDoesAfterAUeventIsSeen() throws {
+            let source = ScriptedVBlankSource(displays: [Self.display(0, crtc: 40, "Virtual-1", hz: 60)])
+            let daemon = try InProcessDaemon(source: source)
+            defer { daemon.stop() }
+            let client = try RawClient(path: daemon.socketPath)
+            try client.handshake(version: 3)
+            _ = Self.list(client)
+            source.push([.devicesChanged])
+            usleep(100_000)  // the kernel's fbdev client relights a connector after the uevent
+            source.update { $0.append(Self.display(1, crtc: 50, "Virtual-2", hz: 60)) }
+            let pushedAt = Date()
+            let added = client.messages(timeout: 2) { if case .displayEvent(let e) = $0 { e.kind == .added } else { false } }
+            #expect(Self.events(added).last?.display.connectorName == "Virtual-2")
+            #expect(Date().timeIntervalSince(pushedAt) < 1, "seen within a second of the uevent, with nobody asking")
+        }
+
         /// Issue 20's second problem: CRTC ids are per card, so `crtc:45` on two cards is refused
         /// with one line naming both, and `crtc:45@card1` (or the card's bus path) reaches the second.
         @Test(.timeLimit(.minutes(1)))
