@@ -10,6 +10,9 @@ struct ConnectorIdentity {
     /// The EDID blob last read, so an unchanged one is not read again.
     var edidBlob: UInt32
     var order: Int
+    /// The status the EDID was read at: it is read again only when that changes (a monitor
+    /// plugged or swapped), not at every rescan of the backstop.
+    var status: ConnectorStatus?
 }
 
 /// Card nodes that exist but cannot be opened yet (ENODEV or ENXIO: vkms and hotplugged GPUs
@@ -70,6 +73,11 @@ extension DRMVBlankSource: CardLifecycle {
         }
     }
 
+    /// The next rescan reads every connector's EDID again (a monitor may have been swapped).
+    func hotplugged() {
+        for key in connectors.keys { connectors[key]?.status = nil }
+    }
+
     func opened(_ path: String) {
         comingUp.opened(path)
         busPaths[path] = Card.busPath(ofNode: path)
@@ -89,13 +97,13 @@ extension DRMVBlankSource: CardLifecycle {
     }
 
     func identity(of c: Connector, index: Int, on card: Card, key: DisplayKey) -> ConnectorIdentity {
-        var known = connectors[key].flatMap { $0.id == c.id ? $0 : nil }
-        let read = card.edid(connectorID: c.id, knownBlob: known?.edidBlob)
-        if let read, read.blobID != known?.edidBlob {
-            known = ConnectorIdentity(id: c.id, name: c.name, edid: read.bytes.flatMap { EDIDIdentity($0, registry: pnpRegistry) },
-                                      edidBlob: read.blobID, order: 0)
+        let order = Self.order(device: key.device, connectorIndex: index)
+        if var known = connectors[key], known.id == c.id, known.status == c.status {
+            known.order = order
+            return known
         }
-        return ConnectorIdentity(id: c.id, name: c.name, edid: read == nil ? nil : known?.edid, edidBlob: read?.blobID ?? 0,
-                                 order: Self.order(device: key.device, connectorIndex: index))
+        let read = card.edid(connectorID: c.id)
+        return ConnectorIdentity(id: c.id, name: c.name, edid: read?.bytes.flatMap { EDIDIdentity($0, registry: pnpRegistry) },
+                                 edidBlob: read?.blobID ?? 0, order: order, status: c.status)
     }
 }

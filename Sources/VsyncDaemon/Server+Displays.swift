@@ -36,7 +36,8 @@ extension Server {
             let d = Display(id: nextDisplayID, source: s)
             nextDisplayID += 1
             displays.append(d)
-            logger.info("display \(d.id) added: \(s.connectorName) on \(s.key), \(s.refresh.map { "\($0)" } ?? "no mode"), \(s.width)x\(s.height)")
+            let names = (s.busPath.isEmpty ? "" : ", bus path \(s.busPath)") + (s.edid.map { ", EDID \($0.make)/\($0.model)/\($0.serial)" } ?? "")
+            logger.info("display \(d.id) added: \(s.connectorName) on \(s.key), \(s.refresh.map { "\($0)" } ?? "no mode"), \(s.width)x\(s.height)\(names)")
             if announce {
                 let message = ServerMessage.displayEvent(DisplayEvent(kind: .added, display: info(d)))
                 for c in clients.values where c.version != nil { send(message, to: c) }

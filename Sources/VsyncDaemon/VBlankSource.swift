@@ -91,6 +91,12 @@ protocol CardLifecycle {
     /// A card is coming up (its node appeared before it could be opened): the server rescans at
     /// its housekeeping rate until it opens or the source gives up on it.
     var wantsRescanSoon: Bool { get }
+    /// A hotplug happened: what the source cached of connectors (EDIDs) is read again.
+    func hotplugged()
+}
+
+extension CardLifecycle {
+    func hotplugged() {}
 }
 
 extension VBlankSource {
