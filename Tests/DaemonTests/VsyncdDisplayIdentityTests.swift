@@ -109,7 +109,8 @@ extension VsyncdTests {
             let pushedAt = Date()
             let added = client.messages(timeout: 2) { if case .displayEvent(let e) = $0 { e.kind == .added } else { false } }
             #expect(Self.events(added).last?.display.connectorName == "Virtual-2")
-            #expect(Date().timeIntervalSince(pushedAt) < 1, "seen within a second of the uevent, with nobody asking")
+            // By design 300–550 ms (the follow-up rescan rides the 4 Hz housekeeping); slack for a loaded machine.
+            #expect(Date().timeIntervalSince(pushedAt) < 1.5, "seen soon after the uevent, with nobody asking")
         }
 
         /// Issue 20's second problem: CRTC ids are per card, so `crtc:45` on two cards is refused
@@ -214,7 +215,7 @@ extension VsyncdTests {
             // The panel lights (a mode set: no uevent). Kernel order would say HDMI-A-1; the
             // lit built-in panel wins.
             source.update { $0[1] = Self.display(0, crtc: 41, "eDP-1", hz: 144, order: 1) }
-            let moved = client.messages(timeout: 3) { if case .displayEvent(let e) = $0 { e.kind == .modeChanged } else { false } }
+            let moved = client.messages(timeout: 5) { if case .displayEvent(let e) = $0 { e.kind == .modeChanged } else { false } }
             let subscribed = moved.compactMap { if case .subscribed(let s) = $0 { s } else { nil } }
             #expect(subscribed.last?.display.connectorName == "eDP-1" && subscribed.last?.divisor == 1)
             #expect(Self.events(moved).last?.display.connectorName == "eDP-1")
