@@ -9,17 +9,15 @@ import VsyncCore
 /// thread that waits on its fd and hands each link what the core produced.
 ///
 /// **Lock order**: a link's state lock, then this connection's core lock, never the reverse.
-/// Links call in here with their own lock held (to subscribe, pause, change the rate). The reader
-/// thread takes the core lock only to run the core and collect its events, and takes links'
-/// locks only after releasing it. `DisplayLink` asserts the order in debug builds
-/// (``isCoreLockedByCurrentThread``).
+/// Links call in here with their own lock held (to subscribe, pause, change the rate, read the
+/// settings the core owns while they are subscribed). The reader thread takes the core lock
+/// only to run the core and collect its events, and takes links' locks only after releasing it.
+/// `DisplayLink` asserts the order in debug builds (``isCoreLockedByCurrentThread``).
+///
+/// **The reader thread's life**: it starts with the first link that subscribes and ends once
+/// no link is subscribed and the core has closed its socket (one second after the last link,
+/// the core's idle close). The next link starts a new one.
 final class DisplayLinkConnection: Sendable {
-    /// Inline delivery (see `State.soleQueue`) makes the reader wait while the queue runs other
-    /// work, and meanwhile nothing reads the socket: past the daemon's stall timeout (2 s by
-    /// default) the daemon would cut the connection. A queue that once kept the reader waiting
-    /// this long is used for long work, so its links go back to `async` delivery for good.
-    static let inlineWaitLimitNs: UInt64 = 250_000_000
-
     /// The reader thread's name, as `top -H` and `/proc/PID/task/*/comm` show it (15 bytes at most).
     static let readerThreadName = "DisplayLink"
 
@@ -40,13 +38,6 @@ final class DisplayLinkConnection: Sendable {
         }
     }
 
-    /// A link's delivery needs, as the reader thread sees them.
-    private struct Registration {
-        let link: DisplayLink
-        /// Set while a queue is the link's only context (see `DisplayLink.State.inlineQueue`).
-        var inlineQueue: DispatchQueue?
-    }
-
     /// The core is not thread-safe: it is only ever used under the connection's lock, which is
     /// what makes this `@unchecked Sendable` sound.
     private struct Core: @unchecked Sendable {
@@ -58,31 +49,11 @@ final class DisplayLinkConnection: Sendable {
         var core: Core?
         var client: VsyncClient? { core?.client }
         var coreError: DisplayLinkError?
-        var links: [UInt32: Registration] = [:]
-        var threadStarted = false
-        /// The queue every link is delivered on, when they all share one that may run inline:
-        /// the reader thread then reads the socket inside `sync` on it, so a tick wakes one
-        /// thread instead of two. With links on several contexts, nil: queues are then posted
-        /// to with `async`, so no queue's backlog can hold up another's links.
-        var soleQueue: DispatchQueue?
-        /// Set for good once the reader waited too long for the sole queue.
-        var inlineDisabled = false
-
-        mutating func updateSoleQueue() {
-            guard !inlineDisabled else {
-                soleQueue = nil
-                return
-            }
-            var sole: DispatchQueue?
-            for reg in links.values {
-                guard let queue = reg.inlineQueue, sole == nil || sole === queue else {
-                    soleQueue = nil
-                    return
-                }
-                sole = queue
-            }
-            soleQueue = sole
-        }
+        var links: [UInt32: DisplayLink] = [:]
+        var inline = InlineDelivery()
+        var readerRunning = false
+        /// Reader threads started so far (tests check that one ends and the next starts).
+        var readersStarted = 0
     }
 
     let socketPath: String
@@ -114,17 +85,26 @@ final class DisplayLinkConnection: Sendable {
         }
     }
 
+    /// Whether a reader thread runs now, and how many were started (for tests).
+    var readerStatus: (running: Bool, started: Int) { withCore { ($0.readerRunning, $0.readersStarted) } }
+
     // MARK: Called by links (any thread, with the link's lock held)
 
-    func register(_ link: DisplayLink, selector: DisplaySelector, range: FrameRateRange, paused: Bool,
-                  flags: SubscribeFlags, workDurationNs: UInt64, inlineQueue: DispatchQueue?) -> UInt32? {
+    /// Subscribes `link` with its settings, which the core owns from now on.
+    func register(_ link: DisplayLink, selector: DisplaySelector, settings: DisplayLink.Settings,
+                  onlyQueue: DispatchQueue?) -> UInt32? {
         let (id, startThread, failure) = withCore { s -> (UInt32?, Bool, DisplayLinkError?) in
             guard let client = s.client else { return (nil, false, s.coreError) }
-            let id = client.subscribe(selector, range: range, paused: paused, flags: flags, workDurationNs: workDurationNs)
-            s.links[id] = Registration(link: link, inlineQueue: inlineQueue)
-            s.updateSoleQueue()
-            let start = !s.threadStarted
-            s.threadStarted = true
+            let id = client.subscribe(selector, range: settings.range, paused: settings.paused,
+                                      flags: settings.predictsWhileOff ? .predictWhileOff : [],
+                                      workDurationNs: settings.workDurationNs)
+            s.links[id] = link
+            s.inline.set(id, onlyQueue: onlyQueue)
+            let start = !s.readerRunning
+            if start {
+                s.readerRunning = true
+                s.readersStarted += 1
+            }
             return (id, start, nil)
         }
         // The caller holds the link's lock: report from elsewhere (the core could not even make its fds).
@@ -140,37 +120,41 @@ final class DisplayLinkConnection: Sendable {
         return id
     }
 
-    func unregister(_ id: UInt32) {
+    /// Unsubscribes; returns the subscription's last settings and display, for the link to keep.
+    func unregister(_ id: UInt32) -> SubscriptionInfo? {
         withCore { s in
-            guard s.links.removeValue(forKey: id) != nil else { return }
-            s.client?.unsubscribe(id)
-            s.updateSoleQueue()
+            guard s.links.removeValue(forKey: id) != nil, let client = s.client else { return nil }
+            let info = client.subscription(id)
+            client.unsubscribe(id)
+            s.inline.remove(id)
+            // The reader may be waiting with nothing armed: wake it to close or end.
+            if s.links.isEmpty { client.wake() }
+            return info
         }
     }
 
-    /// The link's one context became `queue` (or stopped being a single queue).
-    func setInlineQueue(_ id: UInt32, _ queue: DispatchQueue?) {
+    /// The link's contexts changed: its one queue now, or nil.
+    func setOnlyQueue(_ id: UInt32, _ queue: DispatchQueue?) {
         withCore { s in
             guard s.links[id] != nil else { return }
-            s.links[id]?.inlineQueue = queue
-            s.updateSoleQueue()
+            s.inline.set(id, onlyQueue: queue)
         }
     }
 
-    func setRange(_ id: UInt32, _ range: FrameRateRange) {
-        withCore { s in s.client?.setRange(id, range) }
-    }
+    func subscription(_ id: UInt32) -> SubscriptionInfo? { withCore { $0.client?.subscription(id) } }
 
-    func setPaused(_ id: UInt32, _ paused: Bool) {
-        withCore { s in s.client?.setPaused(id, paused) }
-    }
+    func isPaused(_ id: UInt32) -> Bool { withCore { $0.client?.subscription(id)?.paused ?? false } }
 
-    func setWorkDuration(_ id: UInt32, _ ns: UInt64) {
-        withCore { s in s.client?.setWorkDuration(id, ns) }
-    }
-
-    func setPredictWhileOff(_ id: UInt32, _ on: Bool) {
-        withCore { s in s.client?.setPredictWhileOff(id, on) }
+    /// Sends what changed between two settings of a subscription.
+    func apply(_ id: UInt32, from old: DisplayLink.Settings, to new: DisplayLink.Settings) {
+        guard old != new else { return }
+        withCore { s in
+            guard let client = s.client else { return }
+            if new.range != old.range { client.setRange(id, new.range) }
+            if new.workDurationNs != old.workDurationNs { client.setWorkDuration(id, new.workDurationNs) }
+            if new.predictsWhileOff != old.predictsWhileOff { client.setPredictWhileOff(id, new.predictsWhileOff) }
+            if new.paused != old.paused { client.setPaused(id, new.paused) }
+        }
     }
 
     // MARK: The reader thread
@@ -182,13 +166,13 @@ final class DisplayLinkConnection: Sendable {
         guard let fd = withCore({ $0.client?.fileDescriptor }) else { return }
         var batch: [Delivery] = []
         batch.reserveCapacity(8)
-        var handlers: [(DisplayLink, DisplayLink.Handoff)] = []
-        handlers.reserveCapacity(4)
+        var runs: [DisplayLink.PendingRun] = []
+        runs.reserveCapacity(4)
         while true {
             // Waits without the lock: links register, pause and change rates meanwhile, and
-            // whatever the core must then do (connect, send, retry) makes this fd readable.
+            // whatever the core must then do (connect, send, retry, close) makes this fd readable.
             VsyncClient.wait(fileDescriptor: fd, timeoutMs: -1)
-            if let queue = withCore({ $0.soleQueue }) {
+            if let queue = withCore({ $0.inline.queue }) {
                 // Waits while the queue runs other work; the core then still hands over only the
                 // newest tick, so a busy queue skips frames rather than queueing them.
                 let before = MonotonicClock.nanoseconds()
@@ -196,18 +180,25 @@ final class DisplayLinkConnection: Sendable {
                 queue.sync {
                     waitedNs = MonotonicClock.nanoseconds() &- before
                     collect(&batch)
-                    deliver(&batch, &handlers, inlineOn: queue)
+                    deliver(&batch, &runs, inlineOn: queue)
                 }
-                if waitedNs > Self.inlineWaitLimitNs {
-                    withCore { s in
-                        s.inlineDisabled = true
-                        s.updateSoleQueue()
-                    }
-                }
+                withCore { $0.inline.waited(waitedNs) }
             } else {
                 collect(&batch)
-                deliver(&batch, &handlers, inlineOn: nil)
+                deliver(&batch, &runs, inlineOn: nil)
             }
+            if endIfIdle() { return }
+        }
+    }
+
+    /// Ends the reader once no link is left and the core has closed its socket. Decided under
+    /// the core lock, as `register` decides to start one: a link that comes meanwhile either
+    /// keeps this thread or starts the next.
+    private func endIfIdle() -> Bool {
+        withCore { s in
+            guard s.links.isEmpty, s.client?.isIdle ?? true else { return false }
+            s.readerRunning = false
+            return true
         }
     }
 
@@ -226,21 +217,20 @@ final class DisplayLinkConnection: Sendable {
                 }
                 // 0: a display was added (the core renews what waited for it) or an error with
                 // no subscription, which no link needs.
-                guard id != 0, let link = s.links[id]?.link else { continue }
+                guard id != 0, let link = s.links[id] else { continue }
                 batch.append((link, event))
             }
         }
     }
 
-    /// Hands each link its events. Links whose handler runs on this thread (``DisplayLink/start()``,
-    /// or inline on the sole queue) run last, so a slow one delays only the others of its kind.
-    private func deliver(_ batch: inout [Delivery], _ handlers: inout [(DisplayLink, DisplayLink.Handoff)],
+    /// Hands each link its events. Handlers that run on this thread (``DisplayLink/start()``,
+    /// or inline on the queue) run last, so a slow one delays only the others of its kind.
+    private func deliver(_ batch: inout [Delivery], _ runs: inout [DisplayLink.PendingRun],
                          inlineOn inlineQueue: DispatchQueue?) {
         for (link, event) in batch {
             switch event {
             case .frame(let frame):
-                let handoff = link.connectionDidDeliver(DisplayLink.Frame(frame), inlineOn: inlineQueue)
-                if handoff != .none { handlers.append((link, handoff)) }
+                link.connectionDidDeliver(DisplayLink.Frame(frame), inlineOn: inlineQueue, into: &runs)
             case .subscribed(let answer):
                 link.connectionDidSubscribe(answer)
             case .display(_, let event):
@@ -252,13 +242,7 @@ final class DisplayLinkConnection: Sendable {
             }
         }
         batch.removeAll(keepingCapacity: true)
-        for (link, handoff) in handlers {
-            switch handoff {
-            case .none: break
-            case .direct: link.runDirectHandler()
-            case .inline: link.fireQueue()
-            }
-        }
-        handlers.removeAll(keepingCapacity: true)
+        for run in runs { run.run() }
+        runs.removeAll(keepingCapacity: true)
     }
 }

@@ -151,6 +151,17 @@ public final class VsyncClient {
     /// True while connected and handshaken.
     public var isConnected: Bool { ready }
 
+    /// No subscriptions and no socket: nothing is due, and nothing will make the fd readable
+    /// by itself (DisplayLink's reader thread ends then).
+    public var isIdle: Bool { subscriptions.isEmpty && socketFD < 0 }
+
+    /// Makes the fd readable at once, so a thread waiting on it without the client's lock
+    /// wakes and dispatches (the next dispatch re-arms the timer as due).
+    public func wake() {
+        _ = vsync_sys_timerfd_set(timerFD, 1)
+        armedDeadline = 1
+    }
+
     /// The daemon's WELCOME on the current connection.
     public var welcome: Welcome? { ready ? welcomeMessage : nil }
 

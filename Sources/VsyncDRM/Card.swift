@@ -45,6 +45,8 @@ public final class Card: Sendable {
         var raws: [RawEvent] = []
         /// Per-CRTC widening of the legacy 32-bit counter.
         var wideners: [UInt32: SequenceWidener] = [:]
+        /// Per-CRTC vblank requests in flight (see `fillVBlankQueue`).
+        var queues: [UInt32: VBlankQueue] = [:]
     }
 
     let state = Mutex(State())

@@ -18,7 +18,46 @@ public struct VBlankEvent: Sendable, Hashable {
     }
 }
 
+/// The requests in flight for one CRTC: how many, and the vblank the next one is for.
+struct VBlankQueue {
+    var inFlight = 0
+    var nextSequence: UInt64 = 0
+}
+
 extension Card {
+    /// How many vblank requests `fillVBlankQueue` keeps in flight per CRTC: a reader woken that
+    /// many frames late still gets every vblank. The kernel gives each open file 4096 bytes of
+    /// event space (128 events of 32 bytes), shared by the card's CRTCs, so a card with many
+    /// CRTCs keeps fewer per CRTC.
+    public var vblankQueueDepth: Int { min(8, max(2, 120 / max(crtcIDs.count, 1))) }
+
+    /// Keeps `vblankQueueDepth` requests in flight for the CRTC, each for the vblank after the
+    /// one before (absolute sequences; a request whose vblank has already gone is served at
+    /// the next), so that a reader descheduled for several frames loses none: the kernel sends
+    /// each event when its vblank comes. The first request, or the first after the queue ran
+    /// dry (the CRTC went off: the kernel flushed every request), aims at the next vblank.
+    /// Throws only when no request is in flight: a full event buffer merely stops the filling.
+    public func fillVBlankQueue(crtcID: UInt32, token: UInt64) throws(DRMError) {
+        let pipe = try pipe(of: crtcID)
+        let depth = vblankQueueDepth
+        while true {
+            let queue = state.withLock { $0.queues[crtcID] ?? VBlankQueue() }
+            guard queue.inFlight < depth else { return }
+            do throws(DRMError) {
+                let queued = try queueVBlank(
+                    crtcID: crtcID, pipe: pipe, token: token,
+                    absolute: queue.inFlight > 0 ? queue.nextSequence : nil)
+                state.withLock { s in
+                    s.queues[crtcID, default: VBlankQueue()].inFlight += 1
+                    s.queues[crtcID, default: VBlankQueue()].nextSequence = queued &+ 1
+                }
+            } catch {
+                if queue.inFlight > 0 { return }
+                throw error
+            }
+        }
+    }
+
     /// Asks for one event at the next vblank of `crtc`; read it with `readEvents()` once the fd
     /// is readable. `token` comes back in the event. Throws `.crtcOff` when the CRTC has no mode.
     public func queueVBlank(crtc: CRTC, token: UInt64) throws(DRMError) {
@@ -29,7 +68,11 @@ extension Card {
         try queueVBlank(crtcID: crtcID, pipe: pipe(of: crtcID), token: token)
     }
 
-    func queueVBlank(crtcID: UInt32, pipe: Int, token: UInt64) throws(DRMError) {
+    /// Queues one request: for vblank `absolute` (or the next if it has gone), else for the
+    /// next vblank. Returns the sequence the kernel queued it for (on the legacy path, the
+    /// 32-bit count zero-extended: it is only compared within the queue).
+    @discardableResult
+    func queueVBlank(crtcID: UInt32, pipe: Int, token: UInt64, absolute: UInt64? = nil) throws(DRMError) -> UInt64 {
         // The kernel hands back a serial of ours, not the caller's token: it also has to name the
         // CRTC, which legacy vblank events do not carry.
         let serial = state.withLock { s in
@@ -39,26 +82,29 @@ extension Card {
         }
         let ok: Bool
         let operation: String
+        var queued: UInt64 = 0
         switch vblankMethod {
         case .crtcSequence:
             operation = "drmCrtcQueueSequence"
-            let flags = UInt32(DRM_CRTC_SEQUENCE_RELATIVE | DRM_CRTC_SEQUENCE_NEXT_ON_MISS)
-            ok = drmCrtcQueueSequence(fileDescriptor, crtcID, flags, 1, nil, serial) == 0
+            let flags = UInt32(absolute == nil ? DRM_CRTC_SEQUENCE_RELATIVE | DRM_CRTC_SEQUENCE_NEXT_ON_MISS : DRM_CRTC_SEQUENCE_NEXT_ON_MISS)
+            ok = drmCrtcQueueSequence(fileDescriptor, crtcID, flags, absolute ?? 1, &queued, serial) == 0
         case .waitVBlank:
             operation = "drmWaitVBlank"
             var vbl = drmVBlank()
+            let kind = absolute == nil ? DRM_VBLANK_RELATIVE.rawValue : DRM_VBLANK_ABSOLUTE.rawValue
             vbl.request.type = drmVBlankSeqType(
-                rawValue: DRM_VBLANK_RELATIVE.rawValue | DRM_VBLANK_EVENT.rawValue
-                    | DRM_VBLANK_NEXTONMISS.rawValue | Self.pipeBits(pipe))
-            vbl.request.sequence = 1
+                rawValue: kind | DRM_VBLANK_EVENT.rawValue | DRM_VBLANK_NEXTONMISS.rawValue | Self.pipeBits(pipe))
+            vbl.request.sequence = absolute.map { UInt32(truncatingIfNeeded: $0) } ?? 1
             vbl.request.signal = UInt(serial)
             ok = drmWaitVBlank(fileDescriptor, &vbl) == 0
+            queued = UInt64(vbl.reply.sequence)
         }
         if !ok {
             let code = errno
             _ = state.withLock { $0.pending.removeValue(forKey: serial) }
             throw error(operation, crtcID: crtcID, code: code)
         }
+        return queued
     }
 
     /// The CRTC's current vblank count and the time of its last vblank (no waiting).
@@ -117,6 +163,9 @@ extension Card {
             defer { s.raws.removeAll(keepingCapacity: true) }
             for raw in s.raws {
                 guard let pending = s.pending.removeValue(forKey: raw.serial) else { continue }
+                if let inFlight = s.queues[pending.crtcID]?.inFlight, inFlight > 0 {
+                    s.queues[pending.crtcID]?.inFlight = inFlight - 1
+                }
                 let sequence = raw.isLegacy
                     ? s.widen(UInt32(truncatingIfNeeded: raw.sequence), crtcID: pending.crtcID)
                     : raw.sequence

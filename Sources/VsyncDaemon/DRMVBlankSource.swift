@@ -5,8 +5,9 @@ import VsyncDRM
 
 /// Real vblanks from DRM: every CRTC of every card in /dev/dri (or those named with `--device`).
 ///
-/// One vblank event is queued per active CRTC at a time and re-queued as each arrives, so the
-/// kernel keeps the interrupt on only while a subscriber is running. /dev/dri is watched with
+/// A few vblank requests are kept in flight per active CRTC (`Card.fillVBlankQueue`), topped up
+/// as each arrives, so a daemon woken late still gets every vblank, and the kernel keeps the
+/// interrupt on only while a subscriber is running (and for the few frames already asked for). /dev/dri is watched with
 /// inotify so cards that come and go are noticed without polling, and the kernel's DRM uevents
 /// so connectors that come and go are.
 final class DRMVBlankSource: VBlankSource {
@@ -17,8 +18,6 @@ final class DRMVBlankSource: VBlankSource {
     private var uevents: UeventSocket?
     /// The displays whose vblanks are wanted, with the server's token for each.
     private var active: [DisplayKey: UInt32] = [:]
-    /// Displays with a request in flight (the card keeps the request itself).
-    private var queued: Set<DisplayKey> = []
     /// Displays whose vblank `readEvents` just delivered, re-queued by `rearm`.
     private var toRequeue: [DisplayKey] = []
     /// One read's vblank events, reused so a vblank allocates nothing.
@@ -108,7 +107,6 @@ final class DRMVBlankSource: VBlankSource {
         forget(path)
         logger.warning("closed \(path): \(reason)")
         for key in active.keys where key.device == path { active[key] = nil }
-        for key in queued where key.device == path { queued.remove(key) }
     }
 
     func rescan() -> [SourceDisplay] {
@@ -178,12 +176,11 @@ final class DRMVBlankSource: VBlankSource {
         }
     }
 
+    /// Tops up the display's requests in flight (the card counts them).
     private func queue(_ key: DisplayKey) throws(VBlankFailure) {
         guard let card = cards[key.device] else { throw .gone }
-        guard !queued.contains(key) else { return }
         do throws(DRMError) {
-            try card.queueVBlank(crtcID: key.crtcID, token: UInt64(active[key] ?? 0))
-            queued.insert(key)
+            try card.fillVBlankQueue(crtcID: key.crtcID, token: UInt64(active[key] ?? 0))
         } catch {
             if error.kind == .deviceGone { drop(key.device, reason: error.description) }
             throw failure(error)
@@ -195,7 +192,7 @@ final class DRMVBlankSource: VBlankSource {
             active[key] = token
             do throws(VBlankFailure) { try queue(key) } catch { active[key] = nil; throw error }
         } else {
-            // An event already queued still arrives once; it is then not re-queued.
+            // Requests already in flight still arrive; they are then not re-queued.
             active[key] = nil
         }
     }
@@ -230,11 +227,11 @@ final class DRMVBlankSource: VBlankSource {
         }
         for event in events {
             let key = DisplayKey(device: path, crtcID: event.crtcID)
-            queued.remove(key)
             // A request made for an earlier activation (another token) is not this one's.
             guard let token = active[key], UInt64(token) == event.token else { continue }
             out.append(.vblank(token: token, sequence: event.sequence, timestampNs: event.timestampNs))
-            toRequeue.append(key)
+            // A late read may hold several vblanks of one display: top its queue up once.
+            if toRequeue.last != key { toRequeue.append(key) }
         }
     }
 

@@ -14,6 +14,9 @@ final class Display {
     var offSinceNs: UInt64?
     static let offProbeWindowNs: UInt64 = 2_000_000_000
     var lastSample: (sequence: UInt64, timestampNs: UInt64)?
+    /// `lastSample` came while vblank events have been on without a break: it is the newest
+    /// vblank. After an idle spell it is not, until the first vblank comes.
+    var lastSampleIsCurrent = false
     /// Re-reads prompted by a deviating interval that found the mode unchanged, in a row.
     var fruitlessRechecks = 0
     /// The last interval deviated from the model: re-read the CRTC once the ticks are out.

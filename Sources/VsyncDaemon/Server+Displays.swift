@@ -156,17 +156,21 @@ extension Server {
 
     /// Asks the source for vblanks exactly while someone is listening.
     func updateVBlank(_ d: Display) {
-        updatePacing(d)
         let want = d.wantsVBlank
-        guard want != source.isActive(d.key) else { return }
+        guard want != source.isActive(d.key) else { return updatePacing(d) }
         do throws(VBlankFailure) {
             try source.setActive(d.key, want, token: d.id)
             if want && d.vblankRefused {
                 d.vblankRefused = false
                 d.resetModel()  // real vblanks again: the model restarts from them
-                updatePacing(d)
             }
-            if want { d.lastRecheckNs = monotonicNow() }
+            if want {
+                d.lastRecheckNs = monotonicNow()
+                // The last vblank seen is from before the idle spell: paced ticks wait for a
+                // fresh one, so that a tick's newest vblank is never an old one.
+                d.lastSampleIsCurrent = false
+            }
+            updatePacing(d)
             logger.debug("display \(d.id): vblank events \(want ? "on" : "off")")
         } catch {
             handleFailure(d, error)

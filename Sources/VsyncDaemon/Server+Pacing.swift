@@ -12,10 +12,11 @@ extension Server {
         return sub.display.isPredicting ? sub.predictWhileOff : sub.workDurationNs > 0
     }
 
-    /// The newest vblank the display had: the last real one while it is on, else the model's.
+    /// The newest vblank the display had: the last real one while it is on (none until the
+    /// first since vblank events were turned on), else the model's.
     private func latestVBlank(_ d: Display, now: UInt64) -> (sequence: UInt64, timestampNs: UInt64)? {
         guard let last = d.lastSample else { return nil }
-        guard d.isPredicting else { return last }
+        guard d.isPredicting else { return d.lastSampleIsCurrent ? last : nil }
         let s = FramePacing.latestVBlank(atOrBefore: now, atLeast: last.sequence, periodNs: d.model.periodNs) {
             d.model.predictedTimestamp(forSequence: $0)
         }

@@ -55,6 +55,7 @@ extension Server {
         case .accepted, .outlier: break
         }
         d.lastSample = (sequence, timestampNs)
+        d.lastSampleIsCurrent = true
         // A vblank interval off the model by > 0.5 % may be a mode change nobody announced: the
         // CRTC is re-read once this read's ticks are out (`recheckDeviating`), not before them.
         if let previous, sequence == previous.sequence &+ 1, timestampNs > previous.timestampNs {
@@ -80,6 +81,10 @@ extension Server {
                 sub.skipped &+= UInt32(clamping: sequence / divisor - last / divisor - 1)
             }
             sub.lastDueSequence = sequence
+            // A wake-up with a work duration longer than the frames between may have handed
+            // this frame out already (the work duration was just set to 0).
+            guard sub.pacer.isNew(sequence &+ divisor) else { continue }
+            sub.pacer.handedOut(sequence &+ divisor)
             if sub.divisor != predictedDivisor {
                 predictedDivisor = sub.divisor
                 timelines = FramePacing.timelines(from: sequence &+ divisor, divisor: sub.divisor) {

@@ -60,7 +60,7 @@ case .tick, .direct, .paused:
     }
     link.errorHandler = { error in recorder.note("\(error)") }
     link.preferredFramesPerSecond = options.fps
-    link.workDuration = .nanoseconds(Int64(options.workNs))
+    try link.setWorkDuration(.nanoseconds(Int64(options.workNs)))  // validated as 0…1000 ms by the options
     if options.mode == .paused {
         link.isPaused = true
         link.start(on: queue)

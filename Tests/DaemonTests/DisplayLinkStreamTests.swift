@@ -1,9 +1,10 @@
 import DisplayLink
 import Testing
 
+extension DisplayLinkTests {
 /// `DisplayLink.frames` against the REAL vsyncd: the stream skips like every other context.
 @Suite("DisplayLink frames stream")
-struct DisplayLinkStreamTests {
+struct Streams {
     @Test func aSlowConsumerSeesEverySkippedFrameCounted() async throws {
         let daemon = try DaemonProcess(hertz: 60, logLevel: "warning")
         defer { daemon.stop() }
@@ -23,4 +24,5 @@ struct DisplayLinkStreamTests {
         }
         #expect(frames.contains { $0.skipped > 0 }, "the slow consumer skipped frames and was told so")
     }
+}
 }

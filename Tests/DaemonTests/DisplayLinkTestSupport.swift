@@ -2,6 +2,7 @@ import DisplayLink
 import Foundation
 import Glibc
 import Synchronization
+import Testing
 
 /// What one callback saw.
 struct LinkSample: Sendable {
@@ -109,4 +110,50 @@ func addCommonModeToCurrentRunLoop(_ mode: RunLoop.Mode) -> Bool {
     guard runLoop != nil, name != nil else { return false }
     unsafeBitCast(addCommon, to: AddCommonMode.self)(runLoop, name)
     return true
+}
+
+/// Counts vblanks on the daemon's own clock, independently of the library under test: a raw
+/// protocol client with its own subscription. Waiting for N of them is how a test lets time
+/// pass "while nothing may happen" (a paused or invalidated link): by the display's sequence,
+/// not by a sleep, so a loaded machine cannot shorten the window.
+///
+/// `@unchecked Sendable`: one test task uses it at a time; the blocking reads run on a global
+/// queue so they never hold a thread of the test runner's cooperative pool.
+final class VblankWitness: @unchecked Sendable {
+    private let client: RawClient
+
+    init(socketPath: String) throws {
+        client = try RawClient(path: socketPath)
+        try client.handshake(name: "vblank-witness", version: 2)
+        _ = try client.subscribe(1, fps: 0)
+    }
+
+    /// Returns once `count` more vblanks were ticked (the sequence of the last), nil if the
+    /// daemon stopped ticking for 2 s.
+    @discardableResult
+    func wait(vblanks count: Int) async -> UInt64? {
+        await withCheckedContinuation { (c: CheckedContinuation<UInt64?, Never>) in
+            DispatchQueue.global().async { c.resume(returning: self.blockingWait(vblanks: count)) }
+        }
+    }
+
+    private func blockingWait(vblanks count: Int) -> UInt64? {
+        guard var last = client.nextTick()?.sequence else { return nil }
+        let end = last + UInt64(count)
+        while last < end {
+            guard let tick = client.nextTick() else { return nil }
+            last = tick.sequence
+        }
+        return last
+    }
+}
+
+/// Waits up to `timeout` seconds for `condition`, recording an issue when it never held: for
+/// waits whose failure would otherwise go unnoticed (the caller goes on with what it has).
+@discardableResult
+func expectEventually(_ what: @autoclosure () -> String, timeout: Double, sourceLocation: SourceLocation = #_sourceLocation,
+                      _ condition: () -> Bool) async -> Bool {
+    let held = await eventually(timeout: timeout, condition)
+    if !held { Issue.record("timed out after \(timeout) s waiting for \(what())", sourceLocation: sourceLocation) }
+    return held
 }

@@ -160,7 +160,7 @@ struct FramePacingDaemonTests {
             let entry = DisplayLink.currentTimeNanoseconds()
             if let f = link.currentFrame { frames.withLock { $0.append((f, entry)) } }
         }
-        link.workDuration = .milliseconds(5)
+        try link.setWorkDuration(.milliseconds(5))
         link.preferredFramesPerSecond = 30
         #expect(link.workDuration == .milliseconds(5))
         link.start()

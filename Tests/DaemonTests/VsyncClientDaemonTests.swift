@@ -5,8 +5,10 @@ import VsyncCore
 
 /// The fd + dispatch form (``VsyncClient``, DisplayLink's and libvsync's core) against the REAL
 /// vsyncd, driven the way a render loop drives it: poll the one fd, dispatch, take the events.
+extension DisplayLinkTests {
+/// Under the serialized DisplayLink parent: it counts a real daemon's ticks too.
 @Suite("VsyncClient against vsyncd")
-struct VsyncClientDaemonTests {
+struct VsyncClientDaemon {
     @Test func aPollLoopGetsTicksAtItsRateAndSurvivesADaemonRestart() throws {
         let daemon = try DaemonProcess(hertz: 60, logLevel: "warning")
         defer { daemon.stop() }
@@ -85,4 +87,5 @@ struct VsyncClientDaemonTests {
         }
         #expect(frames.last?.divisor == 3)
     }
+}
 }

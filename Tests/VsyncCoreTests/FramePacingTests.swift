@@ -162,6 +162,39 @@ struct FramePacingTests {
         #expect(second - first >= 28 && sim.wakes.count - second >= 28)
     }
 
+    /// Issue 19, bug 1: a tick on a vblank (no work duration) hands out the frame it targets;
+    /// a work duration set just after aims past it, and the vblank path skips a frame a wake-up
+    /// with a long work duration already handed out.
+    @Test func framesHandedOutOnVBlanksAreNotHandedOutAgainByWakeUps() {
+        var sim = PacingSimulation(periodNs: period60Hz, divisor: 2, workDurationNs: 0)
+        // Vblank `latest` (even) ticked at once, target latest + 2, as the daemon does without W.
+        sim.latest += sim.latest % 2
+        sim.nowNs = sim.vblankNs(sim.latest) + 100_000
+        let handedOut = sim.latest + 2
+        #expect(sim.pacer.isNew(handedOut))
+        sim.pacer.handedOut(handedOut)
+        #expect(!sim.pacer.isNew(handedOut) && sim.pacer.isNew(handedOut + 2))
+        // A work duration of 4 ms arrives 0.1 ms after that vblank: the wake for latest + 2 is
+        // still 29 ms ahead, but that frame is the client's already.
+        sim.workDurationNs = 4_000_000
+        sim.aim()
+        #expect(sim.pacer.target?.sequence == handedOut + 2)
+        sim.run(until: sim.nowNs + 200_000_000)
+        #expect(sim.wakes.first?.frame.sequence == handedOut + 2 && sim.wakes.first?.skipped == 0)
+        // The other way: a wake-up with W = 40 ms hands out frames ahead of the vblank they
+        // follow; once W is 0 again, the vblank path must not hand them out a second time.
+        sim.workDurationNs = 40_000_000
+        sim.aim()
+        sim.run(until: sim.nowNs + 200_000_000)
+        // Stop just after a wake-up: it handed out frame s while vblank s − 2 is still ahead.
+        let aimed = sim.pacer.target!
+        sim.run(until: aimed.wakeNs + 1)
+        #expect(sim.wakes.last?.frame.sequence == aimed.sequence)
+        let nextEven = sim.latest + 1 + (sim.latest + 1) % 2
+        #expect(nextEven + 2 == aimed.sequence, "vblank \(nextEven) would target the frame just handed out")
+        #expect(!sim.pacer.isNew(aimed.sequence) && sim.pacer.isNew(aimed.sequence + 2))
+    }
+
     @Test func aRateChangeMovesTargetsToTheNewMultiples() {
         var sim = PacingSimulation(periodNs: period144Hz, divisor: 1, workDurationNs: 5_000_000)
         sim.run(until: farTimestampBase + 300_000_000)

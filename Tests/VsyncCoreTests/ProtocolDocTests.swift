@@ -30,6 +30,79 @@ struct ProtocolDocTests {
         #expect(rows >= 20)
     }
 
+    /// The numbers in `text` (a line of the document), in order.
+    static func numbers(_ text: Substring) -> [Int] {
+        text.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
+    }
+
+    /// Every message heading states the size the code writes (and version 1's, where it
+    /// differs), and so does every table's header row that names a size.
+    @Test func messageSizesMatchTheCode() throws {
+        let lines = Self.document.split(separator: "\n")
+        var checked = 0
+        for type in MessageType.allCases {
+            let tag = String(format: "`0x%04X`", type.rawValue)
+            guard let at = lines.firstIndex(where: { $0.hasPrefix("### ") && $0.contains(tag) }) else {
+                Issue.record("no heading for \(type) (\(tag)) in docs/PROTOCOL.md"); continue
+            }
+            let heading = lines[at]
+            // "### TICK (`0x0105`, 152 bytes; 72 in version 1)"; "…`0x0007`): 12 bytes each".
+            let sizes = Self.numbers(heading[heading.range(of: tag)!.upperBound...].prefix { $0 != "×" })
+            guard let stated = type == .pause || type == .resume ? sizes.last : sizes.first else {
+                Issue.record("no size in \(heading)"); continue
+            }
+            #expect(stated == type.knownSize, "\(heading): the code writes \(type.knownSize) bytes")
+            if type.minimumSize != type.knownSize {
+                #expect(heading.contains("\(type.minimumSize) in version 1"), "\(heading): version 1 writes \(type.minimumSize)")
+            }
+            // The table under it: "| 0 | header | | type 0x105, size 152 (72 in version 1) |".
+            let section = lines[(at + 1)...].prefix { !$0.hasPrefix("#") }
+            if let row = section.first(where: { $0.hasPrefix("| 0 | header |") }), let size = row.range(of: "size ") {
+                #expect(Self.numbers(row[size.upperBound...]).first == type.knownSize, "\(row): the code writes \(type.knownSize) bytes")
+                if type.minimumSize != type.knownSize { #expect(row.contains("\(type.minimumSize)"), "\(row)") }
+            }
+            checked += 1
+        }
+        #expect(checked == MessageType.allCases.count)
+        // DISPLAY_LIST's record size, as the daemon writes it.
+        let list = ServerMessage.displayList([]).encoded()
+        let recordSize = Int(list[12]) | Int(list[13]) << 8
+        let row = try #require(lines.first { $0.contains("`record_size`") && $0.hasPrefix("| 12 |") })
+        #expect(recordSize == DisplayInfo.wireSize)
+        #expect(row.contains("\(recordSize) in versions 1 and \(WireProtocol.currentVersion)") || (WireProtocol.currentVersion == 1 && row.contains("\(recordSize) in version 1")),
+                "\(row): the daemon writes \(recordSize)-byte records")
+    }
+
+    /// § 7 defines `target_timestamp_ns` at `target_sequence`, and its frame pacing example is
+    /// what FramePacing computes for the example's display, rate, work duration and clock.
+    @Test func framePacingExampleMatchesFramePacing() throws {
+        let lines = Self.document.split(separator: "\n")
+        let bullet = try #require(lines.first { $0.hasPrefix("- `target_timestamp_ns` is") })
+        let definition = lines.drop { $0 != bullet }.prefix(2).joined(separator: " ")
+        #expect(definition.contains("evaluated at `target_sequence`"), "§ 7 must define the target at target_sequence: \(definition)")
+
+        // "Example: a 60 Hz display …, a client at 30 fps (d = 2) with W = 4 ms. Vblank 120 was
+        // at 2.000000040 s. The daemon wakes the client at P(122) − 4 ms = 2.029333373 s, …"
+        let period = 1e9 / 60, w: UInt64 = 4_000_000
+        var model = RefreshModel(nominalPeriodNs: period)
+        for s in UInt64(100)...120 { model.add(sequence: s, timestampNs: 2_000_000_040 - UInt64((Double(120 - s) * period).rounded())) }
+        let predict = { (s: UInt64) in model.predictedTimestamp(forSequence: s) }
+        // Woken for 122: the aim was made after vblank 120, the wake comes after 121.
+        let aim = FramePacing.nextTarget(after: 120, divisor: 2, workDurationNs: w, nowNs: 2_000_000_040 + 100_000, periodNs: model.periodNs, predict: predict)
+        let timelines = FramePacing.timelines(from: aim.target.sequence, divisor: 2, predict: predict)
+        func row(_ name: String) throws -> [Int] {
+            let line = try #require(lines.first { $0.hasPrefix("| \(name)") }, "no row \(name) in § 7's example")
+            return Self.numbers(line.dropFirst(name.count + 2))
+        }
+        #expect(try row("`sequence`, `timestamp_ns`") == [121, Int(predict(121))])
+        #expect(try row("`target_sequence`, `target_timestamp_ns`") == [Int(aim.target.sequence), Int(aim.target.presentationNs)])
+        for (i, t) in timelines.enumerated() {
+            #expect(try row("timeline \(i)") == [Int(t.sequence), Int(t.presentationNs)])
+        }
+        #expect(Self.document.contains("P(\(aim.target.sequence)) − 4 ms = \(DecimalText.fixed(Double(aim.target.wakeNs) / 1e9, places: 9))"),
+                "the example's wake time is P(\(aim.target.sequence)) − W = \(aim.target.wakeNs) ns")
+    }
+
     @Test func workedExampleBytesDecodeAndReencode() throws {
         // Blocks start with "→ NAME" or "← NAME" and continue with "    0000  hex…" lines.
         var messages: [(toServer: Bool, bytes: [UInt8])] = []

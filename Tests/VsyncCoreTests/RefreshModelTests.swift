@@ -296,6 +296,31 @@ struct RefreshModelTests {
         #expect(model.missedVblanks == 0 && model.outlierCount == 0)
     }
 
+    /// Issue 19, bug 3: a mode set makes the kernel flush the old mode's last event after the
+    /// new mode is readable, so the daemon resets the model first and then reads that vblank
+    /// again. Its timestamp names it: it must not count twice or seed the new mode's model.
+    @Test("a vblank flushed after a reset is a duplicate; a restarted count with newer times is not")
+    func flushedEventAfterReset() {
+        var model = RefreshModel(nominalPeriodNs: period60Hz)
+        let base = farSequenceBase
+        for i in 0..<10 { model.add(sequence: base + UInt64(i), timestampNs: vblankTime(base + UInt64(i), periodNs: period60Hz)) }
+        let last = (sequence: base + 9, timestampNs: vblankTime(base + 9, periodNs: period60Hz))
+        let newPeriod = 1e9 / 144
+        model.reset(nominalPeriodNs: newPeriod)
+        #expect(model.add(sequence: last.sequence, timestampNs: last.timestampNs) == .duplicate)
+        // The same vblank under a count the kernel moved on (its time read again a few µs off).
+        #expect(model.add(sequence: last.sequence + 1, timestampNs: last.timestampNs + 3_000) == .duplicate)
+        #expect(model.add(sequence: last.sequence + 2, timestampNs: last.timestampNs - 20_000_000) == .stale)
+        #expect(model.sampleCount == 0, "an old-mode timestamp seeded the new model")
+        // The new mode's vblanks, with a count the driver restarted at 0: accepted, on the new period.
+        let t0 = last.timestampNs + 20_000_000
+        for s in UInt64(0)..<6 {
+            #expect(model.add(sequence: s, timestampNs: t0 + UInt64((Double(s) * newPeriod).rounded())) == .accepted)
+        }
+        #expect(abs(model.periodNs - newPeriod) < 1)
+        #expect(model.predictedTimestamp(forSequence: 6) == t0 + UInt64((6 * newPeriod).rounded()))
+    }
+
     @Test("garbage input never traps and keeps a positive, finite period")
     func garbage() {
         var rng = SplitMix64(seed: 0x5EED_0006)

@@ -69,16 +69,19 @@ public enum FramePacing {
     }
 }
 
-/// One subscription's pacing state: the frame it will be woken for next, and the last one it
-/// was woken for, so that a reschedule (pause, a new rate or work duration, a mode change)
-/// never hands out the same frame twice.
+/// One subscription's pacing state: the frame it will be woken for next, and the last frame it
+/// handed out by either path (a paced wake-up, or a tick on a vblank without a work duration),
+/// so that a reschedule (pause, a new rate or work duration) never hands out the same frame
+/// twice. It is the one owner of "the last frame handed out": the vblank path asks
+/// `isNew(_:)` and reports with `handedOut(_:)`.
 ///
 /// A wake-up hands out its frame (`fire`) and aims at the next one only at the following
 /// `update`: the daemon sends every due tick first and does the search after, off the path
 /// between the timer and the client.
 public struct FramePacer: Sendable, Equatable {
     public private(set) var target: FramePacing.Target?
-    /// The last frame fired for, handed out or passed over: the next is aimed after it.
+    /// The last frame handed out (by a wake-up or on a vblank) or passed over: the next is
+    /// aimed after it.
     private var lastFiredSequence: UInt64?
     /// The divisor and work duration `target` was chosen with: a change re-aims.
     private var divisor: UInt32 = 0
@@ -90,6 +93,19 @@ public struct FramePacer: Sendable, Equatable {
     private var countsPassed = false
 
     public init() {}
+
+    /// Whether a tick for `targetSequence`, sent on a vblank without a work duration, would
+    /// hand out a frame not handed out yet (a wake-up with a longer work duration may already
+    /// have handed it out).
+    public func isNew(_ targetSequence: UInt64) -> Bool {
+        lastFiredSequence.map { targetSequence > $0 } ?? true
+    }
+
+    /// A tick on a vblank handed out the frame for `targetSequence`: a work duration set later
+    /// aims after it.
+    public mutating func handedOut(_ targetSequence: UInt64) {
+        lastFiredSequence = targetSequence
+    }
 
     /// Forgets the scheduled frame; the next `update` chooses afresh.
     public mutating func reschedule() {

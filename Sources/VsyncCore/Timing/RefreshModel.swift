@@ -25,8 +25,9 @@ public struct RefreshModel: Sendable {
         case outlier
         /// The model started over from this sample (and possibly the rejected ones before it).
         case restarted
-        /// Same sequence as the newest sample seen (accepted or not): ignored. The kernel flushes
-        /// a pending event when a CRTC goes off or changes mode, carrying the last count again.
+        /// The newest vblank seen again (accepted or not): the same sequence, or a timestamp
+        /// within `minimumIntervalNs` of it. Ignored. The kernel flushes pending events when a
+        /// CRTC goes off or changes mode, carrying the last count and time again.
         case duplicate
         /// Older than the newest sample seen (an event for an earlier request): ignored.
         case stale
@@ -38,6 +39,9 @@ public struct RefreshModel: Sendable {
     public static let outlierFraction = 0.2
     /// Consecutive agreeing outliers that make the model restart.
     public static let restartRun = 6
+    /// No display refreshes faster than this: a sample closer than it to the newest one seen is
+    /// that vblank again (a flushed event), whatever its sequence says.
+    public static let minimumIntervalNs: UInt64 = 250_000
     /// A gap longer than this (in time, or in sequence × period), and longer than 30 periods,
     /// lets a rejected sample restart the phase at once.
     public static let longGapNs = 1e9
@@ -68,6 +72,11 @@ public struct RefreshModel: Sendable {
     private var refTs: UInt64 = 0
     private var offsetNs = 0.0
     private var lastSeen: UInt64?
+    /// The newest timestamp seen. Kept across `reset`: a driver may restart the count with a
+    /// mode, but CLOCK_MONOTONIC never goes back, so this is what keeps a vblank from counting
+    /// twice across a reset (the kernel flushes the old mode's last event after the new mode is
+    /// readable).
+    private var lastSeenNs: UInt64?
     // Consecutive rejected samples, oldest first.
     private var runSequences: [UInt64]
     private var runTimestamps: [UInt64]
@@ -116,7 +125,8 @@ public struct RefreshModel: Sendable {
         return (sum / Double(count)).squareRoot()
     }
 
-    /// Starts over for a mode change: forgets the samples and the fit, keeps the counters.
+    /// Starts over for a mode change: forgets the samples, the fit and the last sequence (the
+    /// count may restart), keeps the counters and the newest timestamp.
     public mutating func reset(nominalPeriodNs: Double) {
         precondition(nominalPeriodNs > 0 && nominalPeriodNs.isFinite, "RefreshModel needs a positive period")
         self.nominalPeriodNs = nominalPeriodNs
@@ -129,6 +139,10 @@ public struct RefreshModel: Sendable {
     public mutating func add(sequence: UInt64, timestampNs: UInt64) -> Verdict {
         // The one duplicate check on the tick path: a vblank is ticked once, never twice.
         if let lastSeen, sequence <= lastSeen { return sequence == lastSeen ? .duplicate : .stale }
+        if let lastSeenNs, timestampNs < lastSeenNs &+ Self.minimumIntervalNs {
+            return timestampNs &+ Self.minimumIntervalNs <= lastSeenNs ? .stale : .duplicate
+        }
+        lastSeenNs = timestampNs
         if let lastSeen {
             if sequence > lastSeen {
                 // Saturating: a garbage sequence must not trap the daemon.

@@ -1,0 +1,117 @@
+import VsyncClientCore
+import VsyncCore
+
+// The link's settings and its subscription, with one owner at a time: the link keeps the
+// settings while it has no subscription; once it subscribes they move into the client core's
+// `SubscriptionInfo` (the copy the core renews on every reconnect), and every read and write
+// goes there until the link unsubscribes and takes them back. No second copy to keep in step.
+extension DisplayLink {
+    /// What the app set on the link.
+    struct Settings: Sendable, Equatable {
+        var range = FrameRateRange.default
+        var paused = false
+        var workDurationNs: UInt64 = 0
+        var predictsWhileOff = false
+
+        init() {}
+
+        init(_ info: SubscriptionInfo) {
+            range = info.range
+            paused = info.paused
+            workDurationNs = info.workDurationNs
+            predictsWhileOff = info.flags.contains(.predictWhileOff)
+        }
+    }
+
+    /// What the daemon said about the link's display, kept when the link unsubscribes so the
+    /// properties still answer after ``invalidate()``.
+    struct DisplayFacts: Sendable, Equatable {
+        var refreshMillihertz: UInt64 = 0
+        var displayIntervalNs: UInt64 = 0
+        var synthetic = false
+
+        init() {}
+
+        init(_ info: SubscriptionInfo) {
+            refreshMillihertz = info.display?.refreshMillihertz ?? 0
+            displayIntervalNs = info.displayIntervalNs
+            synthetic = info.display?.flags.contains(.synthetic) ?? false
+        }
+    }
+
+    enum Subscription {
+        /// Not subscribed: the link owns its settings.
+        case none(Settings, DisplayFacts = DisplayFacts())
+        /// Subscribed: the client core owns them, under this id.
+        case subscribed(UInt32)
+    }
+
+    /// The settings, from whichever owner holds them now (called with the link's lock held).
+    func settings(_ s: State) -> Settings {
+        switch s.subscription {
+        case .none(let settings, _): settings
+        case .subscribed(let id): connection.subscription(id).map(Settings.init) ?? Settings()
+        }
+    }
+
+    /// Paused, from whichever owner holds the settings: checked for every frame, since a frame
+    /// the core read before a pause may reach the link after it.
+    func isPaused(_ s: State) -> Bool {
+        switch s.subscription {
+        case .none(let settings, _): settings.paused
+        case .subscribed(let id): connection.isPaused(id)
+        }
+    }
+
+    func displayFacts(_ s: State) -> DisplayFacts {
+        switch s.subscription {
+        case .none(_, let facts): facts
+        case .subscribed(let id): connection.subscription(id).map(DisplayFacts.init) ?? DisplayFacts()
+        }
+    }
+
+    /// Changes the settings where they are kept; a subscribed link's change goes to the daemon.
+    /// Returns the settings before and after.
+    @discardableResult
+    func updateSettings(_ body: (inout Settings) -> Void) -> (old: Settings, new: Settings) {
+        withState { s in
+            switch s.subscription {
+            case .none(var settings, let facts):
+                let old = settings
+                body(&settings)
+                s.subscription = .none(settings, facts)
+                if settings.paused && !old.paused { s.contexts.dropFrames() }
+                return (old, settings)
+            case .subscribed(let id):
+                let old = settings(s)
+                var new = old
+                body(&new)
+                connection.apply(id, from: old, to: new)
+                if new.paused && !old.paused { s.contexts.dropFrames() }
+                return (old, new)
+            }
+        }
+    }
+
+    /// After any change of the link's contexts (called with the link's lock held): subscribes a
+    /// link that has one, unsubscribes one that has none, and tells the connection what its
+    /// contexts are now.
+    func contextsChanged(_ s: inout State) {
+        guard s.valid, !s.contexts.isEmpty else { return endSubscription(&s) }
+        switch s.subscription {
+        case .none(let settings, _):
+            if let id = connection.register(self, selector: display, settings: settings, onlyQueue: s.contexts.onlyQueue) {
+                s.subscription = .subscribed(id)
+            }
+        case .subscribed(let id):
+            connection.setOnlyQueue(id, s.contexts.onlyQueue)
+        }
+    }
+
+    /// Unsubscribes, taking the settings back from the core.
+    func endSubscription(_ s: inout State) {
+        guard case .subscribed(let id) = s.subscription else { return }
+        let info = connection.unregister(id)
+        s.subscription = .none(info.map(Settings.init) ?? Settings(), info.map(DisplayFacts.init) ?? DisplayFacts())
+    }
+}

@@ -1,0 +1,125 @@
+@testable import DisplayLink
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+import VsyncCore
+@testable import VsyncDaemon
+
+/// Pushes vblanks into a ``ScriptedVBlankSource`` at a display's rate, with the evenly spaced
+/// timestamps a kernel gives, the way a CRTC would: the real server on a scripted display, for
+/// what vsyncd's timer source never does (change mode, turn off, go away).
+final class VblankPump: Sendable {
+    private struct State {
+        var hz: Double
+        var running = true
+        var lit = true
+        var sequence: UInt64 = 1000
+        var timestampNs: UInt64
+    }
+    private let state: Mutex<State>
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(source: ScriptedVBlankSource, key: DisplayKey, hz: Double) {
+        state = Mutex(State(hz: hz, timestampNs: monotonicNowNs()))
+        Thread.detachNewThread { [self] in
+            while true {
+                let next = state.withLock { s -> (UInt64, UInt64, Bool)? in
+                    guard s.running else { return nil }
+                    s.sequence += 1
+                    s.timestampNs += UInt64((1e9 / s.hz).rounded())
+                    return (s.sequence, s.timestampNs, s.lit)
+                }
+                guard let (sequence, timestampNs, lit) = next else { break }
+                // Sleeps until the vblank's time, as the hardware's clock would be at it.
+                var ts = timespec(tv_sec: Int(timestampNs / 1_000_000_000), tv_nsec: Int(timestampNs % 1_000_000_000))
+                _ = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil)
+                if lit { source.push([.vblank(key, sequence: sequence, timestampNs: timestampNs)]) }
+            }
+            finished.signal()
+        }
+    }
+
+    /// The display's new refresh rate, from the next vblank on.
+    func setRate(_ hz: Double) { state.withLock { $0.hz = hz } }
+    /// Dark: no vblank events (an off CRTC has none).
+    func setLit(_ lit: Bool) { state.withLock { $0.lit = lit } }
+
+    func stop() {
+        state.withLock { $0.running = false }
+        finished.wait()
+    }
+}
+
+extension DisplayLinkTests {
+    /// Display events through the whole library: the real server (`InProcessDaemon`) on a
+    /// scripted display, the real client core, DisplayLink's handlers and properties.
+    @Suite
+    struct DisplayEvents {
+        static let key = DisplayKey(device: "/dev/dri/card0", crtcID: 40)
+
+        static func virtual1(hz: Double, lit: Bool = true) -> SourceDisplay {
+            SourceDisplay(key: key, connectorID: 41, connectorName: "Virtual-1", deviceName: "card0",
+                          isActive: lit, refresh: RefreshRate(hertz: hz), width: 1024, height: 768)
+        }
+
+        @Test func displayChangesReachTheHandlerAndProperties() async throws {
+            let source = ScriptedVBlankSource(displays: [Self.virtual1(hz: 60)])
+            let daemon = try InProcessDaemon(source: source)
+            defer { daemon.stop() }
+            let pump = VblankPump(source: source, key: Self.key, hz: 60)
+            defer { pump.stop() }
+            let recorder = LinkRecorder()
+            let changes = Mutex<[DisplayLink.DisplayChange]>([])
+            let link = DisplayLink(socketPath: daemon.socketPath, handler: recorder.handler())
+            link.displayChangeHandler = { change in changes.withLock { $0.append(change) } }
+            link.errorHandler = recorder.errorHandler()
+            link.start(on: DispatchQueue(label: "change"))
+            #expect(await eventually(timeout: 3) { recorder.count >= 3 })
+            #expect(link.maximumFramesPerSecond == 60)
+            #expect(!link.isSynthetic)
+
+            // A new mode, noticed by vsyncd from the vblank intervals.
+            source.update { $0[0] = Self.virtual1(hz: 120) }
+            pump.setRate(120)
+            #expect(await eventually(timeout: 3) { changes.withLock { $0.contains(.modeChanged(refreshHz: 120)) } })
+            #expect(link.maximumFramesPerSecond == 120)
+            #expect(abs(link.duration - 1.0 / 120) < 1e-4)
+
+            // Off: the vblank wait fails, and the link is told.
+            source.update { $0[0] = Self.virtual1(hz: 120, lit: false) }
+            pump.setLit(false)
+            source.push([.failed(Self.key, .off)])
+            #expect(await eventually(timeout: 3) { changes.withLock { $0.last } == .off })
+            let whileOff = recorder.count
+
+            // On again (found by vsyncd's poll): told, and frames come again.
+            source.update { $0[0] = Self.virtual1(hz: 120) }
+            pump.setLit(true)
+            #expect(await eventually(timeout: 3) { changes.withLock { $0.last } == .on })
+            #expect(await eventually(timeout: 3) { recorder.count >= whileOff + 3 })
+            #expect(changes.withLock { $0 } == [.modeChanged(refreshHz: 120), .off, .on])
+            #expect(recorder.errors.withLock { $0.isEmpty })
+            link.invalidate()
+        }
+
+        @Test func aDisplayThatGoesAwayIsAnError() async throws {
+            let source = ScriptedVBlankSource(displays: [Self.virtual1(hz: 60)])
+            let daemon = try InProcessDaemon(source: source)
+            defer { daemon.stop() }
+            let pump = VblankPump(source: source, key: Self.key, hz: 60)
+            defer { pump.stop() }
+            let recorder = LinkRecorder()
+            let link = DisplayLink(display: .connector("Virtual-1"), socketPath: daemon.socketPath, handler: recorder.handler())
+            link.errorHandler = recorder.errorHandler()
+            link.start(on: DispatchQueue(label: "gone"))
+            #expect(await eventually(timeout: 3) { recorder.count >= 2 })
+            source.update { $0.removeAll() }
+            source.push([.devicesChanged])
+            #expect(await eventually(timeout: 3) { recorder.errors.withLock { $0.contains(.displayGone(name: "Virtual-1")) } })
+            let error = recorder.errors.withLock { $0.first }
+            #expect(error?.description == "display Virtual-1 is gone: create a new link for another display")
+            link.invalidate()
+        }
+    }
+}
