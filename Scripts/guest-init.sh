@@ -34,6 +34,8 @@ mount -t overlay overlay -o lowerdir=/,upperdir=/run/ovl/upper,workdir=/run/ovl/
 new=/run/ovl/root
 mount -t proc proc "$new/proc" || fail "cannot mount proc"
 mount -t sysfs sysfs "$new/sys" || fail "cannot mount sysfs"
+# vkms builds extra cards through configfs (Scripts/vkms-layout.sh); a kernel without it skips this.
+[ -d "$new/sys/kernel/config" ] && mount -t configfs configfs "$new/sys/kernel/config" 2>/dev/null
 mount -t devtmpfs devtmpfs "$new/dev" || fail "cannot mount devtmpfs"
 mkdir -p "$new/dev/pts" "$new/dev/shm"
 mount -t devpts -o newinstance,ptmxmode=0666 devpts "$new/dev/pts" 2>/dev/null || true

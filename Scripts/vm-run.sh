@@ -13,7 +13,7 @@ usage() {
 usage: Scripts/vm-run.sh [options] -- COMMAND [ARGS...]
 
 Boots a qemu (TCG) guest with vkms (/dev/dri/card0, connector Virtual-1, 1024x768@60 lit by
-fbcon), runs COMMAND as root in it and exits with COMMAND's exit status. COMMAND's stdout and
+fbcon; more cards through configfs: Scripts/vkms-layout.sh), runs COMMAND as root in it and exits with COMMAND's exit status. COMMAND's stdout and
 stderr stream live to this script's stdout and stderr; the kernel console goes to a log file.
 
 In the guest: the host's root read-only with a tmpfs overlay (everything writable, nothing
@@ -30,6 +30,8 @@ options:
   --console FILE    write the kernel console log to FILE (default: a temp file, kept and
                     named on failure only)
   --env NAME=VALUE  set a variable in the guest (repeatable)
+  --append ARGS     more kernel command line, e.g. vkms.create_default_dev=0 (no default
+                    card0: only the cards Scripts/vkms-layout.sh makes)
   --systemd         boot systemd as PID 1 (on the same overlay) and run COMMAND as its unit
                     vm-run.service: for testing units under real systemd
   -h, --help        show this text
@@ -48,7 +50,8 @@ while [ $# -gt 0 ]; do
     --mem) mem=${2:?--mem needs MB}; shift 2 ;;
     --console) console=${2:?--console needs FILE}; shift 2 ;;
     --env) envs+=("${2:?--env needs NAME=VALUE}"); shift 2 ;;
-    --systemd) extra_append=" vsyncd.guest=systemd systemd.unit=vm-run.service"; shift ;;
+    --append) extra_append+=" ${2:?--append needs kernel arguments}"; shift 2 ;;
+    --systemd) extra_append+=" vsyncd.guest=systemd systemd.unit=vm-run.service"; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; break ;;
     *) echo "vm-run: unknown option '$1': the command goes after --; see --help" >&2; exit 125 ;;

@@ -9,6 +9,10 @@
 // timer source stamps (the ideal vblank time, as the kernel stamps a real vblank), so both sides'
 // latency includes the timer's wake-up delay. --stamp wake stamps the sender's wake-up instead.
 //
+// --drain makes each client act as vsyncd's clients do: after each wake-up it reads everything
+// waiting (MSG_DONTWAIT) and acts on the newest tick only, so a client that fell behind counts
+// the ticks it passed over as lost rather than working through a backlog (the draining floor).
+//
 // Build: cc -O2 -o fanout fanout.c      Run: ./fanout --clients N --rate HZ --seconds S
 // Prints one JSON line (see report()). Only the ticks after --warmup seconds are measured,
 // so process start-up and first-touch page faults stay out of the figures, as in vsync-bench.
@@ -52,7 +56,7 @@ static void die(const char *what) {
 
 // A client: records latency of ticks flagged FLAG_RECORD, counts sequence gaps among them,
 // and on MSG_END sends its samples back over the same socket.
-static void run_client(int fd, uint64_t capacity) {
+static void run_client(int fd, uint64_t capacity, int drain) {
     uint32_t *samples = malloc(capacity * sizeof *samples);
     if (!samples) die("malloc");
     uint64_t count = 0, received = 0, lost = 0, missed = 0, prev_seq = 0, prev_sent = 0;
@@ -63,14 +67,24 @@ static void run_client(int fd, uint64_t capacity) {
         uint64_t t = now_ns(CLOCK_MONOTONIC);
         if (n == 0) exit(0);
         if (n < 0) { if (errno == EINTR) continue; die("client recv"); }
-        if (m.type == MSG_END) break;
-        if (!(m.flags & FLAG_RECORD)) continue;
+        int ended = m.type == MSG_END;
+        // Draining: the newest tick waiting is the one acted on (an END read here ends the run
+        // once that tick is counted).
+        while (drain && !ended) {
+            struct tick_msg next;
+            if (recv(fd, &next, sizeof next, MSG_DONTWAIT) <= 0) break;
+            if (next.type == MSG_END) ended = 2;
+            else m = next;
+        }
+        if (ended == 1) break;
+        if (!(m.flags & FLAG_RECORD)) { if (ended) break; continue; }
         received++;
         if (have_prev && m.seq > prev_seq + 1) lost += m.seq - prev_seq - 1;
         if (have_prev && m.sent > prev_sent + 1) missed += m.sent - prev_sent - 1;
         prev_seq = m.seq; prev_sent = m.sent; have_prev = 1;
         uint64_t lat = t > m.stamp_ns ? t - m.stamp_ns : 0;
         if (count < capacity) samples[count++] = lat > UINT32_MAX ? UINT32_MAX : (uint32_t)lat;
+        if (ended) break;
     }
     for (uint64_t i = 0; i < count; i += SAMPLES_PER_MSG) {
         uint32_t buf[1 + SAMPLES_PER_MSG];
@@ -111,14 +125,15 @@ static double percentile_us(const uint32_t *sorted, uint64_t count, double p) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: fanout --clients N --rate HZ --seconds S [--warmup S] [--stamp deadline|wake] [--sndbuf BYTES] [--work-ns W]\n");
+    fprintf(stderr, "usage: fanout --clients N --rate HZ --seconds S [--warmup S] [--stamp deadline|wake] [--sndbuf BYTES] [--work-ns W] [--drain]\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
     long clients = 1; double rate = 60, seconds = 5, warmup = 1; int stamp_deadline = 1, sndbuf = 0;
-    uint64_t work_ns = 0;
+    uint64_t work_ns = 0; int drain = 0;
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--drain")) { drain = 1; continue; }
         if (i + 1 >= argc) usage();
         if (!strcmp(argv[i], "--clients")) clients = atol(argv[++i]);
         else if (!strcmp(argv[i], "--rate")) rate = atof(argv[++i]);
@@ -157,7 +172,7 @@ int main(int argc, char **argv) {
             if (getppid() != sender) _exit(1);
             close(sv[0]);
             for (long k = 0; k < c; k++) close(fds[k]);
-            run_client(sv[1], capacity);
+            run_client(sv[1], capacity, drain);
         }
         close(sv[1]);
         // --sndbuf: the sender's per-client buffer, to compare with vsyncd's (default: the kernel's).
@@ -243,14 +258,15 @@ int main(int argc, char **argv) {
 
     uint64_t cpu_ticks = sent_ticks ? sent_ticks : 1;
     printf("{\"impl\":\"c-reference\",\"clients\":%ld,\"rate\":%g,\"seconds\":%.3f,\"ticks\":%" PRIu64
-           ",\"samples\":%" PRIu64 ",\"received\":%" PRIu64 ",\"p50_us\":%.1f,\"p99_us\":%.1f,\"max_us\":%.1f"
+           ",\"samples\":%" PRIu64 ",\"received\":%" PRIu64 ",\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,\"max_us\":%.1f"
            ",\"lost\":%" PRIu64 ",\"missed\":%" PRIu64 ",\"send_drops\":%" PRIu64 ",\"timer_overruns\":%" PRIu64
            ",\"cpu_ns_per_tick\":%.0f,\"rss_kib\":%ld,\"voluntary_switches_per_tick\":%.2f"
-           ",\"nonvoluntary_switches_per_tick\":%.2f,\"stamp\":\"%s\"}\n",
+           ",\"nonvoluntary_switches_per_tick\":%.2f,\"stamp\":\"%s\",\"drain\":%s}\n",
            clients, rate, (wall_end - wall_start) / 1e9, sent_ticks, n, received,
-           percentile_us(all, n, 50), percentile_us(all, n, 99), n ? all[n - 1] / 1000.0 : 0,
+           percentile_us(all, n, 50), percentile_us(all, n, 99), percentile_us(all, n, 99.9), n ? all[n - 1] / 1000.0 : 0,
            lost, missed, send_drops, timer_overruns, (double)(cpu_end - cpu_start) / (double)cpu_ticks,
            sender_rss_kib, (double)(ru_end.ru_nvcsw - ru_start.ru_nvcsw) / (double)cpu_ticks,
-           (double)(ru_end.ru_nivcsw - ru_start.ru_nivcsw) / (double)cpu_ticks, stamp_deadline ? "deadline" : "wake");
+           (double)(ru_end.ru_nivcsw - ru_start.ru_nivcsw) / (double)cpu_ticks, stamp_deadline ? "deadline" : "wake",
+           drain ? "true" : "false");
     return 0;
 }

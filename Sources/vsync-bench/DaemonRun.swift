@@ -36,7 +36,11 @@ struct DaemonRun {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let socket = dir + "/vsyncd.sock"
         let log = dir + "/vsyncd.log"
-        let daemon = try ChildProcess.spawn(vsyncd, ["--source", "timer:\(rate)", "--socket", socket],
+        // The per-user caps (128 connections, 256 subscriptions) would refuse most of N clients
+        // of one user: raised to N, so that the cell measures the N clients it names.
+        let caps = ["--max-clients", "\(max(1024, count + 16))", "--max-clients-per-user", "\(max(128, count))",
+                    "--max-subscriptions-per-user", "\(max(256, count))"]
+        let daemon = try ChildProcess.spawn(vsyncd, ["--source", "timer:\(rate)", "--socket", socket] + caps,
                                             stdoutPath: log, stderrPath: log)
         var session = Session(dir: dir, daemon: daemon)
         let deadline = Monotonic.seconds + 10
@@ -158,9 +162,11 @@ struct DaemonRun {
         let perTick = { (delta: UInt64) in ticks > 0 ? Double(delta) / Double(ticks) : 0 }
         return SideResult(
             p50Us: merged.microseconds(atPercentile: 50), p99Us: merged.microseconds(atPercentile: 99),
+            p999Us: merged.microseconds(atPercentile: 99.9),
             maxUs: Double(merged.max) / 1000, samples: merged.totalCount, lost: lost,
             cpuNsPerTick: perTick(after.cpuNs &- before.cpuNs), rssMiB: Double(peakRSS) / 1024, ticks: ticks,
-            clientsReporting: reports, wakeupsPerTick: perTick(after.voluntarySwitches &- before.voluntarySwitches),
+            clientsReporting: reports, clientsLive: session.ready.count,
+            wakeupsPerTick: perTick(after.voluntarySwitches &- before.voluntarySwitches),
             preemptionsPerTick: perTick(after.nonvoluntarySwitches &- before.nonvoluntarySwitches),
             skipped: skipped, notes: notes)
     }

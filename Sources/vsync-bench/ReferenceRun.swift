@@ -28,6 +28,7 @@ struct ReferenceRun {
         var samples: UInt64
         var p50_us: Double
         var p99_us: Double
+        var p999_us: Double
         var max_us: Double
         var lost: UInt64
         var missed: UInt64
@@ -42,12 +43,14 @@ struct ReferenceRun {
 
     /// `workNs` > 0 shifts the sender's timer by the work duration: the instants vsyncd wakes
     /// paced clients at, relative to the vblank grid (for a periodic timer, only a phase).
-    func run(clients: Int, rate: Int, seconds: Double, warmup: Double, workNs: UInt64 = 0, workDir: String) throws -> SideResult {
-        let out = workDir + "/fanout-\(clients)-\(rate).json"
-        let err = workDir + "/fanout-\(clients)-\(rate).log"
+    /// `drain`: the clients drain to the newest tick, as vsyncd's do (the draining floor).
+    func run(clients: Int, rate: Int, seconds: Double, warmup: Double, workNs: UInt64 = 0, drain: Bool = false, workDir: String) throws -> SideResult {
+        let tag = "\(clients)-\(rate)\(drain ? "-drain" : "")"
+        let out = workDir + "/fanout-\(tag).json"
+        let err = workDir + "/fanout-\(tag).log"
         let child = try ChildProcess.spawn(
             binary, ["--clients", "\(clients)", "--rate", "\(rate)", "--seconds", "\(seconds)", "--warmup", "\(warmup)"]
-                + (workNs > 0 ? ["--work-ns", "\(workNs)"] : []),
+                + (workNs > 0 ? ["--work-ns", "\(workNs)"] : []) + (drain ? ["--drain"] : []),
             stdoutPath: out, stderrPath: err)
         let status = child.wait(seconds: warmup + seconds + 60 + Double(clients) * 0.05)
         guard status == 0, let data = FileManager.default.contents(atPath: out),
@@ -60,7 +63,7 @@ struct ReferenceRun {
         if o.timer_overruns > 0 { notes.append("sender woke over a period late \(o.timer_overruns) times (those periods count as lost)") }
         if o.missed > 0 { notes.append("\(o.missed) ticks sent were not received") }
         return SideResult(
-            p50Us: o.p50_us, p99Us: o.p99_us, maxUs: o.max_us, samples: o.samples, lost: o.lost,
+            p50Us: o.p50_us, p99Us: o.p99_us, p999Us: o.p999_us, maxUs: o.max_us, samples: o.samples, lost: o.lost,
             cpuNsPerTick: o.cpu_ns_per_tick, rssMiB: o.rss_kib / 1024, ticks: o.ticks,
             clientsReporting: o.clients, wakeupsPerTick: o.voluntary_switches_per_tick,
             preemptionsPerTick: o.nonvoluntary_switches_per_tick, skipped: nil, notes: notes)

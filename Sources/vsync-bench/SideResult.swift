@@ -4,6 +4,8 @@ import Histogram
 struct SideResult: Codable {
     var p50Us: Double
     var p99Us: Double
+    /// The 99.9th percentile: with `maxUs`, the column where a stall of tens of ms shows.
+    var p999Us: Double?
     var maxUs: Double
     /// Latency samples (callbacks, or C receipts) in the measured window.
     var samples: UInt64
@@ -17,6 +19,9 @@ struct SideResult: Codable {
     var ticks: UInt64
     /// Clients that reported, of those started.
     var clientsReporting: Int
+    /// vsyncd only: clients that got a first tick before the run (a cell where some did not
+    /// measured fewer clients than it names, and fails).
+    var clientsLive: Int?
     /// Sender's voluntary context switches per tick (it blocked: about one per wake-up).
     var wakeupsPerTick: Double?
     /// Sender's nonvoluntary context switches per tick (preempted, mostly by clients it woke).
@@ -54,10 +59,12 @@ extension SideResult {
         let skipped = rounds.compactMap(\.skipped)
         return SideResult(
             p50Us: median(rounds.map(\.p50Us)), p99Us: median(rounds.map(\.p99Us)),
+            p999Us: rounds.compactMap(\.p999Us).max(),
             maxUs: rounds.map(\.maxUs).max() ?? 0,
             samples: rounds.reduce(0) { $0 + $1.samples }, lost: rounds.reduce(0) { $0 + $1.lost },
             cpuNsPerTick: median(rounds.map(\.cpuNsPerTick)), rssMiB: rounds.map(\.rssMiB).max() ?? 0,
             ticks: rounds.reduce(0) { $0 + $1.ticks }, clientsReporting: rounds.map(\.clientsReporting).min() ?? 0,
+            clientsLive: rounds.compactMap(\.clientsLive).min(),
             wakeupsPerTick: medianOfPresent(rounds.map(\.wakeupsPerTick)),
             preemptionsPerTick: medianOfPresent(rounds.map(\.preemptionsPerTick)),
             skipped: skipped.isEmpty ? nil : skipped.reduce(0, +), notes: notes)

@@ -84,7 +84,7 @@ struct VsyncBench: ParsableCommand {
         for n in counts {
             for hz in hzs {
                 var cell = CellResult(clients: n, rate: hz, seconds: seconds, rounds: rounds)
-                var oursRounds: [SideResult] = [], referenceRounds: [SideResult] = []
+                var oursRounds: [SideResult] = [], referenceRounds: [SideResult] = [], drainingRounds: [SideResult] = []
                 let (clientMode, referenceOnly, seconds, warmup) = (self.clientMode, self.referenceOnly, self.seconds, self.warmup)
                 for round in 0..<rounds {
                     let tag = rounds > 1 ? " (round \(round + 1) of \(rounds))" : ""
@@ -99,11 +99,15 @@ struct VsyncBench: ParsableCommand {
                         Self.log("N=\(n) @ \(hz) Hz\(tag): C reference …")
                         do { referenceRounds.append(try reference.run(clients: n, rate: hz, seconds: seconds, warmup: warmup, workNs: workNs, workDir: workDir)) }
                         catch { Self.log("N=\(n) @ \(hz) Hz: reference failed: \(error)") }
+                        Self.log("N=\(n) @ \(hz) Hz\(tag): C reference, clients draining to the newest tick …")
+                        do { drainingRounds.append(try reference.run(clients: n, rate: hz, seconds: seconds, warmup: warmup, workNs: workNs, drain: true, workDir: workDir)) }
+                        catch { Self.log("N=\(n) @ \(hz) Hz: draining reference failed: \(error)") }
                     }
                     if round % 2 == 0 { runOurs(); runReference() } else { runReference(); runOurs() }
                 }
                 cell.ours = SideResult.combining(oursRounds)
                 cell.reference = SideResult.combining(referenceRounds)
+                cell.referenceDraining = SideResult.combining(drainingRounds)
                 cell.evaluate()
                 if json { try emit(cell) }
                 cells.append(cell)
