@@ -49,6 +49,12 @@ extension Card {
         if let previous = scanouts.withLock({ $0.removeValue(forKey: crtcID) }) { release(previous) }
     }
 
+    /// Gives DRM master back, keeping the framebuffers (they belong to the fd, not to master):
+    /// another process can then set the card's other CRTCs while this one holds its mode.
+    public func dropMaster() {
+        if drmIsMaster(fileDescriptor) != 0 { _ = drmDropMaster(fileDescriptor) }
+    }
+
     private func release(_ scanout: Scanout) {
         _ = drmModeRmFB(fileDescriptor, scanout.framebufferID)
         _ = drmModeDestroyDumbBuffer(fileDescriptor, scanout.handle)

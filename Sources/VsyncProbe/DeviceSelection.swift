@@ -59,3 +59,34 @@ struct Target {
         throw DRMError(kind: .noDevice, errno: 0, device: "/dev/dri", operation: "scan")
     }
 }
+
+extension Target {
+    /// Every active CRTC of every card, in card order then CRTC order (`measure --all`). Cards
+    /// that cannot be read are skipped; with no active CRTC anywhere, the first error or a
+    /// "CRTC off" one.
+    static func all(method: VBlankMethod?) throws(DRMError) -> [Target] {
+        let paths = Card.primaryNodePaths()
+        guard !paths.isEmpty else { throw DRMError(kind: .noDevice, errno: 0, device: "/dev/dri", operation: "scan") }
+        var targets: [Target] = []
+        var firstError: DRMError? = nil
+        var firstOff: (Card, CRTC)? = nil
+        for path in paths {
+            do {
+                let card = try Card(path: path, method: method)
+                let resources = try card.resources()
+                for crtc in resources.crtcs {
+                    if crtc.isActive {
+                        targets.append(Target(card: card, crtc: crtc, resources: resources))
+                    } else if firstOff == nil {
+                        firstOff = (card, crtc)
+                    }
+                }
+            } catch {
+                if firstError == nil { firstError = error }
+            }
+        }
+        if !targets.isEmpty { return targets }
+        if let (card, crtc) = firstOff { throw DRMError(kind: .crtcOff(crtcID: crtc.id), errno: 0, device: card.path, operation: "drmModeGetCrtc") }
+        throw firstError ?? DRMError(kind: .noDevice, errno: 0, device: "/dev/dri", operation: "scan")
+    }
+}

@@ -50,6 +50,46 @@ enum VBlankRecorder {
         return samples
     }
 
+    /// Records every target at once (`measure --all`): one vblank request in flight per CRTC, one
+    /// poll over every card's fd, each event re-queued on its own CRTC, until every CRTC has
+    /// `frames` samples. Samples are per target, in the order given.
+    static func record(targets: [Target], frames: Int) throws(DRMError) -> [[VBlankSample]] {
+        var samples = Array(repeating: [VBlankSample](), count: targets.count)
+        let slowestMs = targets.map { $0.crtc.mode?.refreshRate.map { 1000 / $0.hertz } ?? 100 }.max() ?? 100
+        let timeoutMs = Int32(max(2000, 10 * slowestMs))
+        // The token is the target's index: it comes back in its events.
+        for (i, target) in targets.enumerated() { try target.card.queueVBlank(crtc: target.crtc, token: UInt64(i)) }
+        // Targets on one card share its fd: poll each card once.
+        var cards: [Card] = []
+        for target in targets where !cards.contains(where: { $0 === target.card }) { cards.append(target.card) }
+        var pfds = cards.map { pollfd(fd: $0.fileDescriptor, events: Int16(POLLIN), revents: 0) }
+        while samples.contains(where: { $0.count < frames }) {
+            let ready = poll(&pfds, nfds_t(pfds.count), timeoutMs)
+            if ready < 0 {
+                if errno == EINTR { continue }
+                throw DRMError.from(errno: errno, device: cards[0].path, operation: "poll")
+            }
+            if ready == 0 {
+                let late = targets.indices.first { samples[$0].count < frames }!
+                throw DRMError(kind: .timedOut, errno: ETIMEDOUT, device: targets[late].card.path, operation: "poll")
+            }
+            for (i, card) in cards.enumerated() where pfds[i].revents != 0 {
+                if pfds[i].revents & Int16(POLLERR | POLLHUP | POLLNVAL) != 0 {
+                    throw DRMError(kind: .deviceGone, errno: ENODEV, device: card.path, operation: "poll")
+                }
+                pfds[i].revents = 0
+                let received = now(card.hasMonotonicTimestamps ? CLOCK_MONOTONIC : CLOCK_REALTIME)
+                for event in try card.readEvents() {
+                    let index = Int(event.token)
+                    guard index < targets.count, samples[index].count < frames else { continue }
+                    if samples[index].count + 1 < frames { try card.queueVBlank(crtc: targets[index].crtc, token: event.token) }
+                    samples[index].append(VBlankSample(sequence: event.sequence, timestampNs: event.timestampNs, receivedNs: received))
+                }
+            }
+        }
+        return samples
+    }
+
     static func now(_ clock: clockid_t) -> UInt64 {
         var ts = timespec()
         clock_gettime(clock, &ts)

@@ -1,18 +1,20 @@
 // vkms-modeset: a test helper that sets exact custom modes (and turns the CRTC off) on a DRM
 // device, holding each one while tests measure it. Steps run in order:
 //
-//   vkms-modeset [--device /dev/dri/card0] [--hold 3] 60 144 75 off on 59.94 81000khz
+//   vkms-modeset [--device /dev/dri/card0] [--connector ID|NAME] [--hold 3] 60 144 75 off on 59.94 81000khz
 //
 //   HZ          1024x768 timings (ModeTimings.custom) with the whole-kHz clock nearest HZ
 //   KHZkhz      the same timings at exactly this pixel clock (also: --clock KHZ as a first step)
 //   off         disable the CRTC (vblank waits on it then fail with EINVAL)
 //   on          the connector's preferred mode
+//   master      take DRM master and hold it, changing nothing (a compositor's stand-in)
 //
 // One line per step goes to stdout as soon as the step is done, e.g.
-//   vkms-modeset: mode 1024x768@75.000 rate 75.000185 Hz (75.000 Hz) clock 81000 kHz crtc 38 connector Virtual-1
-//   vkms-modeset: off crtc 38
+//   vkms-modeset: mode 1024x768@75.000 rate 75.000185 Hz (75.000 Hz) clock 81000 kHz crtc 38 connector Virtual-1 device /dev/dri/card0
+//   vkms-modeset: off crtc 38 device /dev/dri/card0
 // The framebuffer belongs to our fd, so the process stays alive while holding; SIGTERM/SIGINT
-// end the hold and exit 0 (the kernel then hands the CRTC back to fbcon).
+// end the hold and exit 0. With --drop-master it gives DRM master back after each step, so that
+// several holders (one per display, as Scripts/vkms-layout.sh runs them) share one card.
 import ArgumentParser
 import Foundation
 import Glibc
@@ -25,14 +27,15 @@ struct VkmsModeset: ParsableCommand {
         abstract: "Set exact custom modes or turn a CRTC off, holding each step (test helper)."
     )
 
-    enum Step: ExpressibleByArgument, CustomStringConvertible {
-        case hertz(Double), clock(UInt32), off, on
+    enum Step: ExpressibleByArgument, CustomStringConvertible, Equatable {
+        case hertz(Double), clock(UInt32), off, on, master
 
         init?(argument: String) {
             let lower = argument.lowercased()
             switch lower {
             case "off": self = .off
             case "on": self = .on
+            case "master": self = .master
             default:
                 if lower.hasSuffix("khz"), let khz = UInt32(lower.dropLast(3)), khz > 0 {
                     self = .clock(khz)
@@ -50,6 +53,7 @@ struct VkmsModeset: ParsableCommand {
             case .clock(let khz): "\(khz)khz"
             case .off: "off"
             case .on: "on"
+            case .master: "master"
             }
         }
     }
@@ -60,8 +64,11 @@ struct VkmsModeset: ParsableCommand {
     @Option(help: "CRTC object id (default: the one driving the connector, else the first).")
     var crtc: UInt32?
 
-    @Option(help: "Connector object id (default: the first connected one).")
-    var connector: UInt32?
+    @Option(help: "Connector object id or name, e.g. Virtual-2 (default: the first connected one).")
+    var connector: String?
+
+    @Flag(help: "Give DRM master back after each step, so other holders can set the card's other CRTCs.")
+    var dropMaster = false
 
     @Option(help: "Seconds to hold each step.")
     var hold: Double = 3
@@ -73,7 +80,7 @@ struct VkmsModeset: ParsableCommand {
     @Option(help: "Pixel clock in kHz: a first step with exactly this clock on the custom timings.")
     var clock: UInt32?
 
-    @Argument(help: "Steps: HZ, KHZkhz, off, on.")
+    @Argument(help: "Steps: HZ, KHZkhz, off, on, master.")
     var steps: [Step] = []
 
     func run() throws {
@@ -97,17 +104,24 @@ struct VkmsModeset: ParsableCommand {
 
         let card = try Card(path: device)
         let res = try card.resources(probingConnectors: true)
-        guard let conn = connector.flatMap({ id in res.connectors.first { $0.id == id } })
-                ?? res.connectors.first(where: { $0.status == .connected }) ?? res.connectors.first else {
-            throw DRMError(kind: .other, errno: ENOENT, device: device, operation: "no connector \(connector.map(String.init) ?? "")")
+        let named = connector.flatMap { c in res.connectors.first { String($0.id) == c || $0.name == c } }
+        guard let conn = named ?? (connector == nil ? res.connectors.first(where: { $0.status == .connected }) ?? res.connectors.first : nil),
+              let index = res.connectors.firstIndex(where: { $0.id == conn.id }) else {
+            let known = res.connectors.map { "\($0.id) \($0.name)" }.joined(separator: ", ")
+            throw DRMError(kind: .other, errno: ENOENT, device: device, operation: "no connector \(connector ?? "") (there are: \(known))")
         }
-        let crtcID = crtc ?? conn.crtcID ?? res.crtcs.first?.id ?? 0
+        // A dark connector has no CRTC yet: take the one at its own index. vkms's default device
+        // has one of each, and Scripts/vkms-layout.sh links connector i to CRTC i.
+        let crtcID = crtc ?? conn.crtcID ?? (index < res.crtcs.count ? res.crtcs[index].id : res.crtcs.first?.id ?? 0)
 
         for step in allSteps {
             switch step {
             case .off:
                 try card.disableCRTC(id: crtcID)
-                say("vkms-modeset: off crtc \(crtcID)")
+                say("vkms-modeset: off crtc \(crtcID) device \(device)")
+            case .master:
+                try card.acquireMaster()
+                say("vkms-modeset: master device \(device)")
             case .on, .hertz, .clock:
                 let timings: ModeTimings
                 switch step {
@@ -125,8 +139,9 @@ struct VkmsModeset: ParsableCommand {
                 }
                 try card.setMode(crtcID: crtcID, connectorID: conn.id, timings: timings)
                 let rate = timings.refreshRate
-                say("vkms-modeset: mode \(timings.name) rate \(rate.map { Mode.hertzText($0.hertz) } ?? "0") Hz (\(rate?.description ?? "no refresh")) clock \(timings.clockKHz) kHz crtc \(crtcID) connector \(conn.name)")
+                say("vkms-modeset: mode \(timings.name) rate \(rate.map { Mode.hertzText($0.hertz) } ?? "0") Hz (\(rate?.description ?? "no refresh")) clock \(timings.clockKHz) kHz crtc \(crtcID) connector \(conn.name) device \(device)")
             }
+            if dropMaster, step != .master { card.dropMaster() }
             if waitForSignal(signals, seconds: hold) {
                 say("vkms-modeset: stopped")
                 return

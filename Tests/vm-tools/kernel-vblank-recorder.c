@@ -1,17 +1,22 @@
 /*
- * kernel-vblank-recorder: the kernel's own vblank events of one CRTC, independent of vsyncd, as
- * the truth the VM tests check vsyncd's ticks against (matched by sequence).
+ * kernel-vblank-recorder: the kernel's own vblank events of CRTCs, independent of vsyncd, as the
+ * truth the VM tests check vsyncd's ticks against (matched by card, CRTC and sequence).
  *
  *   kernel-vblank-recorder [--device /dev/dri/card0] [--crtc ID] [--seconds S]
+ *   kernel-vblank-recorder --watch /dev/dri/card0:ID [--watch /dev/dri/card1:ID ...] [--seconds S]
  *
- * Prints "<64-bit sequence> <timestamp ns>" per vblank (the kernel's CLOCK_MONOTONIC time_ns of
- * drmCrtcQueueSequence's event), flushed line by line. DEPTH requests are kept queued ahead, each
- * for an absolute sequence, so a recorder descheduled for up to DEPTH frames on a loaded machine
- * still records every vblank (the kernel sends each event when its vblank comes, whether or not
- * the recorder is running). While the CRTC is off (the queue fails with EINVAL) it retries every
- * 50 ms, so it records across a display going off and on, or lit only after it started. Turning
- * a CRTC off sends every pending event at once with the last vblank's sequence and time: repeated
- * lines, which readers drop. Built by the tests with: cc -O2 -I/usr/include/libdrm ... -ldrm
+ * The first form records one CRTC (default: the one driving the first connected connector of
+ * card0) and prints "<64-bit sequence> <timestamp ns>" per vblank. The second records every CRTC
+ * named, on any cards, at once, and prints "<card> <crtc id> <sequence> <ns>" (card: the node's
+ * name, e.g. card1; CRTC ids repeat across cards). Timestamps are the kernel's CLOCK_MONOTONIC
+ * time_ns of drmCrtcQueueSequence's event; lines are flushed one by one. DEPTH requests per CRTC
+ * are kept queued ahead, each for an absolute sequence, so a recorder descheduled for up to DEPTH
+ * frames on a loaded machine still records every vblank. While a CRTC is off (the queue fails
+ * with EINVAL) it retries every 50 ms, so it records across a display going off and on, or lit
+ * only after it started. Turning a CRTC off sends every pending event at once with the last
+ * vblank's sequence and time: repeated lines, which readers drop. A card that goes (its device
+ * disabled) ends that card's recording with one line on stderr; the others go on.
+ * Built by the tests with: cc -O2 -I/usr/include/libdrm ... -ldrm
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,21 +31,33 @@
 #include <xf86drm.h>
 #include <xf86drmMode.h>
 
-enum { DEPTH = 16 };
+enum { DEPTH = 16, MAX_STREAMS = 64, MAX_CARDS = 16 };
 
 static volatile sig_atomic_t stop;
 static void on_signal(int sig) { (void)sig; stop = 1; }
 
-/* Requests in the kernel, and the sequence the next one is for. */
-static int pending;
-static uint64_t next_seq;
-static void on_sequence(int fd, uint64_t sequence, uint64_t ns, uint64_t user) {
-    (void)fd;
-    (void)user;
-    if (pending > 0) pending--;
-    if (sequence >= next_seq) next_seq = sequence + 1;
-    printf("%" PRIu64 " %" PRIu64 "\n", sequence, ns);
-}
+struct card {
+    const char *path;
+    const char *name; /* "card1" */
+    int fd;
+    int dead;
+};
+
+/* One CRTC's recording: requests in the kernel, and the sequence the next one is for. */
+struct stream {
+    struct card *card;
+    uint32_t crtc;
+    int pending;
+    uint64_t next_seq;
+    uint64_t last_activity_ns; /* last event, or the last (re)aim */
+    uint64_t retry_at_ns;      /* while off: when to try again */
+};
+
+static struct card cards[MAX_CARDS];
+static int ncards;
+static struct stream streams[MAX_STREAMS];
+static int nstreams;
+static int legacy_output = 1;
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -48,7 +65,18 @@ static uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* The CRTC driving the first connected connector, else the first CRTC: what vsyncd's primary is on vkms. */
+static void on_sequence(int fd, uint64_t sequence, uint64_t ns, uint64_t user) {
+    (void)fd;
+    if (user >= (uint64_t)nstreams) return;
+    struct stream *s = &streams[user];
+    if (s->pending > 0) s->pending--;
+    if (sequence >= s->next_seq) s->next_seq = sequence + 1;
+    s->last_activity_ns = now_ns();
+    if (legacy_output) printf("%" PRIu64 " %" PRIu64 "\n", sequence, ns);
+    else printf("%s %u %" PRIu64 " %" PRIu64 "\n", s->card->name, s->crtc, sequence, ns);
+}
+
+/* The CRTC driving the first connected connector, else the first CRTC: vsyncd's primary on vkms. */
 static uint32_t first_crtc(int fd) {
     drmModeRes *res = drmModeGetResources(fd);
     uint32_t crtc = 0;
@@ -66,6 +94,57 @@ static uint32_t first_crtc(int fd) {
     return crtc;
 }
 
+static struct card *card_for(const char *path) {
+    for (int i = 0; i < ncards; i++)
+        if (!strcmp(cards[i].path, path)) return &cards[i];
+    if (ncards == MAX_CARDS) { fprintf(stderr, "kernel-vblank-recorder: more than %d cards\n", MAX_CARDS); exit(64); }
+    struct card *c = &cards[ncards++];
+    c->path = path;
+    const char *slash = strrchr(path, '/');
+    c->name = slash ? slash + 1 : path;
+    c->fd = open(path, O_RDWR | O_CLOEXEC);
+    if (c->fd < 0) { fprintf(stderr, "kernel-vblank-recorder: open %s: %s\n", path, strerror(errno)); exit(1); }
+    /* Not master: a recorder must not stand in the way of a mode set. */
+    drmDropMaster(c->fd);
+    return c;
+}
+
+static void add_stream(const char *path, uint32_t crtc) {
+    if (nstreams == MAX_STREAMS) { fprintf(stderr, "kernel-vblank-recorder: more than %d CRTCs\n", MAX_STREAMS); exit(64); }
+    struct card *c = card_for(path);
+    if (!crtc) crtc = first_crtc(c->fd);
+    if (!crtc) { fprintf(stderr, "kernel-vblank-recorder: no CRTC on %s\n", path); exit(1); }
+    streams[nstreams++] = (struct stream){.card = c, .crtc = crtc};
+}
+
+/* Keeps DEPTH requests queued on one CRTC; false if its card has gone. */
+static int feed(struct stream *s, uint64_t now) {
+    int fd = s->card->fd;
+    uint64_t user = (uint64_t)(s - streams);
+    if (s->pending == 0) {
+        if (now < s->retry_at_ns) return 1;
+        /* Start, or the CRTC came back: aim at the next vblank, then fill up behind it. */
+        uint64_t queued_seq = 0;
+        if (drmCrtcQueueSequence(fd, s->crtc, DRM_CRTC_SEQUENCE_RELATIVE | DRM_CRTC_SEQUENCE_NEXT_ON_MISS, 1,
+                                 &queued_seq, user) != 0) {
+            if (errno == EINVAL) { s->retry_at_ns = now + 50000000u; return 1; } /* CRTC off: wait for it */
+            fprintf(stderr, "kernel-vblank-recorder: drmCrtcQueueSequence on %s CRTC %u: %s\n", s->card->path, s->crtc,
+                    strerror(errno));
+            return 0;
+        }
+        s->pending = 1;
+        s->next_seq = queued_seq + 1;
+        s->last_activity_ns = now;
+    }
+    while (s->pending < DEPTH) {
+        uint64_t queued_seq = 0;
+        if (drmCrtcQueueSequence(fd, s->crtc, DRM_CRTC_SEQUENCE_NEXT_ON_MISS, s->next_seq, &queued_seq, user) != 0) break;
+        s->pending++;
+        s->next_seq = queued_seq + 1;
+    }
+    return 1;
+}
+
 int main(int argc, char **argv) {
     const char *device = "/dev/dri/card0";
     uint32_t crtc = 0;
@@ -74,49 +153,51 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--device")) device = argv[i + 1];
         else if (!strcmp(argv[i], "--crtc")) crtc = (uint32_t)strtoul(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
-        else { fprintf(stderr, "kernel-vblank-recorder: unknown option %s\n", argv[i]); return 64; }
+        else if (!strcmp(argv[i], "--watch")) {
+            char *colon = strrchr(argv[i + 1], ':');
+            if (!colon || !strtoul(colon + 1, NULL, 10)) {
+                fprintf(stderr, "kernel-vblank-recorder: --watch wants DEVICE:CRTC, got %s\n", argv[i + 1]);
+                return 64;
+            }
+            *colon = 0;
+            legacy_output = 0;
+            add_stream(argv[i + 1], (uint32_t)strtoul(colon + 1, NULL, 10));
+        } else { fprintf(stderr, "kernel-vblank-recorder: unknown option %s\n", argv[i]); return 64; }
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
-    int fd = open(device, O_RDWR | O_CLOEXEC);
-    if (fd < 0) { fprintf(stderr, "kernel-vblank-recorder: open %s: %s\n", device, strerror(errno)); return 1; }
-    /* Not master: a recorder must not stand in the way of a mode set. */
-    drmDropMaster(fd);
-    if (!crtc) crtc = first_crtc(fd);
-    if (!crtc) { fprintf(stderr, "kernel-vblank-recorder: no CRTC on %s\n", device); return 1; }
+    if (nstreams == 0) add_stream(device, crtc);
     drmEventContext ctx = {.version = 4, .sequence_handler = on_sequence};
     uint64_t end = seconds > 0 ? now_ns() + (uint64_t)(seconds * 1e9) : 0;
     while (!stop && (!end || now_ns() < end)) {
-        if (pending == 0) {
-            /* Start, or the CRTC came back: aim at the next vblank, then fill up behind it. */
-            uint64_t queued_seq = 0;
-            if (drmCrtcQueueSequence(fd, crtc, DRM_CRTC_SEQUENCE_RELATIVE | DRM_CRTC_SEQUENCE_NEXT_ON_MISS, 1,
-                                     &queued_seq, 1) != 0) {
-                if (errno != EINVAL) {
-                    fprintf(stderr, "kernel-vblank-recorder: drmCrtcQueueSequence on CRTC %u: %s\n", crtc, strerror(errno));
-                    return 1;
-                }
-                usleep(50000); /* CRTC off: wait for it */
-                continue;
-            }
-            pending = 1;
-            next_seq = queued_seq + 1;
-        }
-        while (pending < DEPTH) {
-            uint64_t queued_seq = 0;
-            if (drmCrtcQueueSequence(fd, crtc, DRM_CRTC_SEQUENCE_NEXT_ON_MISS, next_seq, &queued_seq, 1) != 0) break;
-            pending++;
-            next_seq = queued_seq + 1;
-        }
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        int n = poll(&pfd, 1, 200);
-        if (n > 0) {
-            drmHandleEvent(fd, &ctx);
-        } else if (n == 0) {
+        uint64_t now = now_ns();
+        int alive = 0;
+        for (int i = 0; i < nstreams; i++) {
+            struct stream *s = &streams[i];
+            if (s->card->dead) continue;
             /* No event in 200 ms: the CRTC went off or its count restarted; aim afresh. Requests
              * still in the kernel only repeat lines. */
-            pending = 0;
+            if (s->pending > 0 && now - s->last_activity_ns > 200000000u) s->pending = 0;
+            if (!feed(s, now)) s->card->dead = 1;
+        }
+        struct pollfd pfds[MAX_CARDS];
+        struct card *polled[MAX_CARDS];
+        int n = 0;
+        for (int i = 0; i < ncards; i++) {
+            if (cards[i].dead) continue;
+            alive++;
+            pfds[n] = (struct pollfd){.fd = cards[i].fd, .events = POLLIN};
+            polled[n++] = &cards[i];
+        }
+        if (!alive) return 1;
+        int ready = poll(pfds, (nfds_t)n, 50);
+        for (int i = 0; ready > 0 && i < n; i++) {
+            if (pfds[i].revents & POLLIN) drmHandleEvent(polled[i]->fd, &ctx);
+            else if (pfds[i].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+                fprintf(stderr, "kernel-vblank-recorder: %s is gone\n", polled[i]->path);
+                polled[i]->dead = 1;
+            }
         }
     }
     return 0;

@@ -1,8 +1,17 @@
 import Foundation
 
-/// The kernel's own record of every vblank of the primary CRTC, taken in the guest beside vsyncd
-/// by Tests/vm-tools/kernel-vblank-recorder.c (drmCrtcQueueSequence; it retries while the CRTC
-/// is off). Independent of vsyncd: the truth the VM tests match vsyncd's ticks against, by sequence.
+/// One CRTC of one card, as the recorder names it: CRTC object ids repeat across cards.
+struct KernelCRTC: Hashable, CustomStringConvertible {
+    /// The node's name, e.g. "card1".
+    var card: String
+    var crtc: UInt32
+    var description: String { "\(card) CRTC \(crtc)" }
+}
+
+/// The kernel's own record of every vblank of a CRTC, taken in the guest beside vsyncd by
+/// Tests/vm-tools/kernel-vblank-recorder.c (drmCrtcQueueSequence; it retries while the CRTC is
+/// off). Independent of vsyncd: the truth the VM tests match vsyncd's ticks against, by sequence
+/// (and, with several CRTCs recorded at once, by card and CRTC: see `KernelRecord.byCRTC`).
 struct KernelRecord {
     /// Sequence → the kernel's timestamp.
     var timestamps: [UInt64: UInt64] = [:]
@@ -17,6 +26,17 @@ struct KernelRecord {
             if timestamps[seq] == nil { ordered.append((seq, ns)) }
             timestamps[seq] = ns
         }
+    }
+
+    /// The recorder's `--watch` lines, "<card> <crtc> <sequence> <ns>", one record per CRTC.
+    static func byCRTC(_ lines: [String]) -> [KernelCRTC: KernelRecord] {
+        var grouped: [KernelCRTC: [String]] = [:]
+        for line in lines {
+            let parts = line.split(separator: " ")
+            guard parts.count == 4, let crtc = UInt32(parts[1]) else { continue }
+            grouped[KernelCRTC(card: String(parts[0]), crtc: crtc), default: []].append("\(parts[2]) \(parts[3])")
+        }
+        return grouped.mapValues(KernelRecord.init)
     }
 
     /// Pauses in the record longer than `ns`: the CRTC was off, or a mode set.
@@ -48,6 +68,16 @@ extension VsyncdGuestScript {
     mutating func recordKernel(_ name: String) throws {
         shell("KVR='\(try KernelRecord.recorderPath())'")
         shell(#""$KVR" >/tmp/c.\#(name).out 2>/tmp/c.\#(name).err & PID_\#(name)=$!; CLIENTS="${CLIENTS:-} \#(name)""#)
+    }
+}
+
+extension VsyncdGuestScript {
+    /// Starts the kernel recorder as client NAME on every display of the vkms layout
+    /// (Scripts/vkms-layout.sh show): read it with `KernelRecord.byCRTC(out.all(NAME))`.
+    mutating func recordKernelOnLayout(_ name: String) throws {
+        shell("KVR='\(try KernelRecord.recorderPath())'")
+        shell(#"set -- $(Scripts/vkms-layout.sh show | awk '$4 != "-" { printf "--watch %s:%s ", $2, $4 }')"#)
+        shell(#""$KVR" "$@" >/tmp/c.\#(name).out 2>/tmp/c.\#(name).err & PID_\#(name)=$!; CLIENTS="${CLIENTS:-} \#(name)"; set --"#)
     }
 }
 
