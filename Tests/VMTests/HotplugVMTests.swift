@@ -119,4 +119,34 @@ struct HotplugVMTests {
         #expect(TickCheck.notIncreasing(out.ticks("other")).isEmpty)
         #expect(!out.all("vsyncd.log").contains { $0.contains("skipping") && $0.contains("gone") }, "a card coming up was called gone")
     }
+
+    /// Display info stays true for displays nobody follows, and selectors name a card: dock.1's
+    /// mode changes from 75 to 120 Hz while no client follows it; a follower selecting it by its
+    /// card's bus path (`@faux-dock`, the card's primary display) gets the new mode from its first
+    /// tick, with no `modeChanged` first. A bare CRTC id the cards do not share still works.
+    @Test func aDisplayNobodyFollowsIsReadAfreshAndSelectedByItsCard() async throws {
+        var script = try VsyncdGuestScript()
+        script.layoutUp(Self.layout)
+        script.shell("vsyncd_start")
+        script.shell("follow warm --display \"$CONN_dock_1\" --frames 10; wait $PID_warm")
+        script.layout("mode dock.1 120")
+        script.shell("sleep 1; mark changed")
+        script.shell("follow card --display @faux-dock --frames 30")
+        script.shell("CRTC=$(Scripts/vkms-layout.sh show | awk '$1 == \"dock.1\" { print $4 }'); follow crtc --display \"crtc:$CRTC@card1\" --frames 30")
+        script.shell("wait $PID_card; echo \"@@card.status $?\"; wait $PID_crtc; echo \"@@crtc.status $?\"; vsyncd_stop; dump")
+        let out = try await script.run(timeout: 300)
+        #expect(out.result.status == 0 && out.errors.isEmpty && out.status("vsyncd") == 0, "\(out)")
+        let exact = 1e9 / customModePeriodNs(120)
+        for name in ["card", "crtc"] {
+            let lines = out.all(name)
+            let firstTick = lines.firstIndex { $0.hasPrefix("{\"seq\"") }
+            let before = lines[..<(firstTick ?? lines.endIndex)].filter { $0.hasPrefix("{\"event\"") }
+            #expect(before.isEmpty, "\(name): events before its first tick: \(before)")
+            let ticks = out.ticks(name)
+            #expect(ticks.count == 30 && out.status(name) == 0, "\(name): \(ticks.count) ticks, \(out.all("\(name).err"))")
+            // Every tick, the first included, at 120 Hz (the model starts from the mode's period).
+            let worst = ticks.map { abs(1e9 / Double($0.durationNs) - exact) }.max() ?? .infinity
+            #expect(worst < 0.5, "\(name): a tick's duration says \(worst) Hz off the new mode's \(exact) Hz")
+        }
+    }
 }
