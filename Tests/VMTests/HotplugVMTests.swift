@@ -149,4 +149,35 @@ struct HotplugVMTests {
             #expect(worst < 0.5, "\(name): a tick's duration says \(worst) Hz off the new mode's \(exact) Hz")
         }
     }
+
+    /// `primary` with several displays: card0's display while it is lit (the first lit display
+    /// in the kernel's order; vkms has no built-in panel), the dock's when card0's goes dark,
+    /// card0's again when it is back. A follower of `primary` moves each time (`modeChanged`
+    /// with the new display's record) and ticks at the new primary's rate.
+    @Test func primaryFollowersMoveWhenThePrimaryGoesDarkAndComesBack() async throws {
+        var script = try VsyncdGuestScript()
+        script.layoutUp(Self.layout)
+        script.shell("vsyncd_start")
+        script.shell("follow p --display primary")
+        script.shell("wait_ticks p 5; mark first")
+        script.layout("mode vkms.1 off")
+        script.shell("sleep 3; mark dark")
+        script.layout("mode vkms.1 on")
+        script.shell("sleep 4; mark end; stop p; vsyncd_stop; dump")
+        let out = try await script.run(timeout: 300)
+        #expect(out.result.status == 0 && out.errors.isEmpty && out.status("vsyncd") == 0, "\(out)")
+        let first = try #require(out.mark("first")), dark = try #require(out.mark("dark")), end = try #require(out.mark("end"))
+        let events = Self.events(out, "p")
+        #expect(events.filter { $0 == "modeChanged" }.count >= 2, "p's events: \(events)")
+        let ticks = out.ticks("p")
+        func hz(_ t: FollowTick) -> Double { 1e9 / Double(t.durationNs) }
+        let onCard0 = ticks.filter { $0.timestampNs < first }
+        let onDock = ticks.filter { $0.timestampNs > dark - 1_500_000_000 && $0.timestampNs < dark }
+        let back = ticks.filter { $0.timestampNs > end - 1_500_000_000 && $0.timestampNs < end }
+        let dockHz = 1e9 / customModePeriodNs(75)
+        print("primary follower: \(onCard0.count) ticks at \(onCard0.last.map(hz) ?? 0) Hz, then \(onDock.count) at \(onDock.last.map(hz) ?? 0) Hz, then \(back.count) at \(back.last.map(hz) ?? 0) Hz; events \(events)")
+        #expect(onCard0.allSatisfy { abs(hz($0) - 60) < 0.1 } && !onCard0.isEmpty)
+        #expect(onDock.count > 30 && onDock.allSatisfy { abs(hz($0) - dockHz) < 0.01 }, "on the dock while card0 was dark")
+        #expect(back.count > 30 && back.allSatisfy { abs(hz($0) - 60) < 0.1 }, "back on card0")
+    }
 }
