@@ -90,7 +90,7 @@ let package = Package(
                 .linkedLibrary("swiftUnicodeDataTables"),
                 .unsafeFlags([
                     "-L", embeddedLibDir,
-                    "-Xlinker", "-soname=libvsync.so.0",
+                    "-Xlinker", "-soname=libvsync.so.1",
                     "-Xlinker", "--no-undefined",
                     // Bind every symbol at load, so RELRO covers the whole GOT (Debian's hardening).
                     "-Xlinker", "-z", "-Xlinker", "now",
@@ -139,6 +139,12 @@ let package = Package(
         .executableTarget(
             name: "vsync-soak",
             dependencies: ["DisplayLink", "VsyncCore", "ProcessTools", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        // Example (issue 24): DisplayLink's FrameWork rasterizing on the CPU against a real vsyncd.
+        .executableTarget(
+            name: "framework-demo",
+            dependencies: ["DisplayLink", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "examples/framework-demo"
         ),
         .testTarget(name: "VsyncCoreTests", dependencies: ["VsyncCore"]),
         // The client core in-process over socketpairs, against a scripted server.

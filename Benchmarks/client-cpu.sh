@@ -4,25 +4,34 @@
 # A figure is the client process's CPU time, every thread's (/proc/PID/task/*/schedstat, ns),
 # over a window, divided by the ticks due in that window; the median over the rounds is shown.
 #
-#   Benchmarks/client-cpu.sh [--rate HZ] [--seconds S] [--rounds N] [--build DIR]
+#   Benchmarks/client-cpu.sh [--rate HZ] [--seconds S] [--rounds N] [--build DIR] [--kinds LIST]
+#                            [--vsyncd PATH]
 #
 # Kinds: callback (DisplayLink on a queue), direct (DisplayLink.start()), raw (a Swift blocking
-# recv loop), c (libvsync's dispatch loop, when the bench's libvsync client is built), floor (C).
+# recv loop), c (libvsync's dispatch(-1) loop, when DIR has libvsync.so), floor (C). --kinds
+# picks some ("c,floor": only libvsync and the floor, which need no vsync-bench-client); --vsyncd
+# takes the daemon from elsewhere (its CPU is not measured, only the client's).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(dirname "$here")
-rate=240 seconds=5 rounds=3 build="$repo/.build/release"
+rate=240 seconds=5 rounds=3 build="$repo/.build/release" kinds_arg="floor,callback,direct,raw,c" vsyncd=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --rate) rate=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
-    *) echo "client-cpu: unknown option '$1' (--rate HZ, --seconds S, --rounds N, --build DIR)" >&2; exit 64 ;;
+    --kinds) kinds_arg=$2; shift 2 ;;
+    --vsyncd) vsyncd=$2; shift 2 ;;
+    *) echo "client-cpu: unknown option '$1' (--rate HZ, --seconds S, --rounds N, --build DIR, --kinds LIST, --vsyncd PATH)" >&2; exit 64 ;;
   esac
 done
-for bin in vsyncd vsync-bench-client; do
-  [ -x "$build/$bin" ] || { echo "client-cpu: $build/$bin missing: run 'swift build -c release' first" >&2; exit 1; }
+IFS=, read -r -a wanted <<< "$kinds_arg"
+vsyncd=${vsyncd:-$build/vsyncd}
+needs=("$vsyncd")
+for k in "${wanted[@]}"; do case "$k" in callback|direct|raw) needs+=("$build/vsync-bench-client") ;; esac; done
+for bin in "${needs[@]}"; do
+  [ -x "$bin" ] || { echo "client-cpu: $bin missing: run 'swift build -c release' first" >&2; exit 1; }
 done
 work=$(mktemp -d /tmp/client-cpu.XXXXXX)
 pids=()
@@ -33,14 +42,16 @@ cc -O2 -o "$work/fanout" "$repo/Benchmarks/reference/fanout.c"
 cclient=""
 if [ -e "$build/libvsync.so" ]; then
   mkdir -p "$work/lib"
-  ln -s "$build/libvsync.so" "$work/lib/libvsync.so.0"
+  # Found at run time by its SONAME, as an installed library is.
+  soname=$(readelf -d "$build/libvsync.so" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
+  ln -s "$build/libvsync.so" "$work/lib/${soname:-libvsync.so.1}"
   ln -s "$build/libvsync.so" "$work/lib/libvsync.so"
   cc -O2 -I "$repo/include" -o "$work/libvsync-client" "$here/libvsync-client.c" -L "$work/lib" -lvsync -Wl,-rpath,"$work/lib"
   cclient="$work/libvsync-client"
 fi
 
 sock="$work/vsyncd.sock"
-"$build/vsyncd" --source "timer:$rate" --socket "$sock" --log-level warning &
+"$vsyncd" --source "timer:$rate" --socket "$sock" --log-level warning &
 pids+=($!)
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
 
@@ -81,8 +92,14 @@ run_kind() {
   wait "$pid" 2>/dev/null || true
 }
 
-kinds=(floor callback direct raw)
-[ -n "$cclient" ] && kinds+=(c)
+kinds=()
+for k in "${wanted[@]}"; do
+  case "$k" in
+    floor|callback|direct|raw) kinds+=("$k") ;;
+    c) [ -n "$cclient" ] && kinds+=(c) || echo "client-cpu: no $build/libvsync.so: kind c skipped" >&2 ;;
+    *) echo "client-cpu: unknown kind '$k' (floor, callback, direct, raw, c)" >&2; exit 64 ;;
+  esac
+done
 declare -A results
 for round in $(seq "$rounds"); do
   # Alternate the order, so the machine's drift hits every kind alike.

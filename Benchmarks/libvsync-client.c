@@ -101,7 +101,11 @@ int main(int argc, char **argv) {
         report(vsync_client_last_error(NULL));
         return 2;
     }
-    struct vsync_link *link = vsync_link_create(client, NULL, on_frame, NULL);
+    struct vsync_link *link;
+    if (vsync_link_create(client, NULL, on_frame, NULL, &link) < 0) {
+        report(vsync_client_last_error(client));
+        return 2;
+    }
     vsync_link_set_rate(link, 0, 0, fps);
     if (work_ns) vsync_link_set_work_duration(link, work_ns);
     time_t give_up = time(NULL) + max_seconds;

@@ -33,7 +33,7 @@ chgrp video /dev/dri/card0 && chmod 0660 /dev/dri/card0
 
 # man-db's trigger would re-index every manual page over 9p under TCG: minutes, for nothing here.
 rm -f /var/lib/man-db/auto-update
-out=$(dpkg -i "$deb"/vsyncd_*_amd64.deb "$deb"/libvsync0_*_amd64.deb 2>&1)
+out=$(dpkg -i "$deb"/vsyncd_*_amd64.deb "$deb"/libvsync1_*_amd64.deb 2>&1)
 check dpkg-install $? "$(echo "$out" | tail -n 2 | tr '\n' ' ')"
 systemctl is-enabled --quiet vsyncd.socket; check socket-enabled $? "vsyncd.socket $(systemctl is-enabled vsyncd.socket 2>&1)"
 systemctl is-active --quiet vsyncd.socket; check socket-listening $? "vsyncd.socket $(systemctl is-active vsyncd.socket)"

@@ -73,9 +73,11 @@ fi
 if [ -e "$bin/libvsync.so" ]; then
   version=$(sed -n 's/.*static let string = "\(.*\)".*/\1/p' Sources/VsyncCore/Version.swift)
   install -d "$root/include/vsync" "$lib/pkgconfig"
-  install -m 0644 "$bin/libvsync.so" "$lib/libvsync.so.$version"
-  ln -sfn "libvsync.so.$version" "$lib/libvsync.so.0"
-  ln -sfn libvsync.so.0 "$lib/libvsync.so"
+  # The file is named for the library's ABI (SONAME major 1, then minor.micro: the minor goes
+  # up with a release that appends calls), not for the release; the release goes in vsync.pc.
+  install -m 0644 "$bin/libvsync.so" "$lib/libvsync.so.1.0.0"
+  ln -sfn libvsync.so.1.0.0 "$lib/libvsync.so.1"
+  ln -sfn libvsync.so.1 "$lib/libvsync.so"
   install -m 0644 include/vsync/vsync.h "$root/include/vsync/"
   sed -e "s|@PREFIX@|$prefix|" -e "s|@LIBDIR@|$libdir|" -e "s|@INCLUDEDIR@|$prefix/include|" \
       -e "s|@VERSION@|$version|" Sources/libvsync/vsync.pc.in > "$lib/pkgconfig/vsync.pc"
@@ -91,7 +93,7 @@ for unit in vsyncd.service vsyncd.socket; do
   sed "s|/usr/local/|$prefix/|g" "systemd/$unit" > "$units/$unit"
   chmod 0644 "$units/$unit"
 done
-log "installed under ${destdir:-/}${destdir:+ (staged)}: $prefix/bin/vsyncd, $prefix/bin/vsync-probe, $libdir/libvsync.so.0, $prefix/include/vsync/vsync.h, $unitdir/vsyncd.{service,socket}, man pages"
+log "installed under ${destdir:-/}${destdir:+ (staged)}: $prefix/bin/vsyncd, $prefix/bin/vsync-probe, $libdir/libvsync.so.1, $prefix/include/vsync/vsync.h, $unitdir/vsyncd.{service,socket}, man pages"
 
 if [ $enable -eq 1 ]; then
   if [ -d /run/systemd/system ]; then

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Debian packages into out/deb (or --out DIR) and checks them with lintian:
 #   vsyncd          the daemon, vsync-probe, the units, the man pages and the docs (no Swift needed)
-#   libvsync0       libvsync.so.0 (needs only libc)
+#   libvsync1       libvsync.so.1 (needs only libc)
 #   libvsync-dev    the header, vsync.pc, the libvsync.so link and libvsync(3)
 # plus their -dbgsym packages (the debug info stripped from the binaries).
 #
@@ -10,7 +10,7 @@
 # Why dpkg-buildpackage over debian/ rather than dpkg-deb over a staged tree: debhelper writes
 # the maintainer scripts the Debian way (dh_installsystemd's deb-systemd-helper and
 # deb-systemd-invoke blocks), computes Depends from the binaries (dpkg-shlibdeps), checks
-# libvsync's exports against debian/libvsync0.symbols, strips into -dbgsym packages and installs
+# libvsync's exports against debian/libvsync1.symbols, strips into -dbgsym packages and installs
 # the man pages and docs as every other package does, and lintian knows what it made. The Swift
 # toolchain is not a Debian package, so it is checked on PATH instead of in Build-Depends.
 set -euo pipefail

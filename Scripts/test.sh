@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs, builds the vkms kernel for the VM test bed
 # (cached in /var/cache/vsyncd), builds everything and the Debian packages (checked by lintian),
-# and runs unit, daemon, package and VM tests.
+# and runs unit, daemon, package and VM tests, then libvsync's Rust crate and Python package
+# (Scripts/test-bindings.sh: cargo test --offline, pytest in a fresh virtualenv).
 #
 #   Scripts/test.sh            # everything
 #   Scripts/test.sh --filter X # only tests matching X (passed to `swift test`)
@@ -36,4 +37,12 @@ fi
 log "running tests"
 # One test at a time: the VM, soak and latency tests measure timing, and on 2 cores parallel
 # suites would measure each other instead.
-swift test --skip-build --no-parallel "$@"
+# Both suites run even if the first fails; the script fails if either did.
+status=0
+swift test --skip-build --no-parallel "$@" || status=$?
+
+if [ $# -eq 0 ]; then
+  log "libvsync's bindings: Rust and Python"
+  "$here/test-bindings.sh" || status=$?
+fi
+exit "$status"

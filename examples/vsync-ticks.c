@@ -85,20 +85,20 @@ int main(int argc, char **argv) {
         fprintf(stderr, "vsync-ticks: %s\n", vsync_client_last_error(NULL));
         return 1;
     }
-    struct vsync_link *link = vsync_link_create(client, display, on_frame, &s);
-    if (!link) {
-        fprintf(stderr, "vsync-ticks: invalid display '%s': use primary, a connector name, crtc:ID or display:ID\n", display);
+    struct vsync_link *link;
+    if ((rc = vsync_link_create(client, display, on_frame, &s, &link)) < 0) {
+        fprintf(stderr, "vsync-ticks: %s\n", vsync_client_last_error(client));
         return 64;
     }
     vsync_link_set_display_callback(link, on_display);
     vsync_link_set_error_callback(link, on_error);
     if ((rc = vsync_link_set_rate(link, 0, 0, fps)) < 0) {
-        fprintf(stderr, "vsync-ticks: --fps %g: %s\n", fps, vsync_strerror(rc));
+        fprintf(stderr, "vsync-ticks: --fps %g: %s\n", fps, vsync_client_last_error(client));
         return 64;
     }
 
     if (work_ms > 0 && (rc = vsync_link_set_work_duration(link, (uint64_t)(work_ms * 1e6))) < 0) {
-        fprintf(stderr, "vsync-ticks: --work-ms %g: %s\n", work_ms, vsync_strerror(rc));
+        fprintf(stderr, "vsync-ticks: --work-ms %g: %s\n", work_ms, vsync_client_last_error(client));
         return 64;
     }
 

@@ -3,7 +3,7 @@
 
     python3 vsync_ticks.py [--fps N] [--frames N] [--display NAME] [--socket PATH]
 
-The library is found as libvsync.so.0 on the loader's path, or at $VSYNC_LIB. The loop is a
+The library is found as libvsync.so.1 on the loader's path, or at $VSYNC_LIB. The loop is a
 plain select() on the client's fd, the shape any Python event loop (asyncio's add_reader,
 GLib's io_add_watch) takes.
 """
@@ -45,19 +45,20 @@ FLAGS = {1: "hardware", 2: "predicted", 4: "synthetic"}
 
 
 def load():
-    lib = ctypes.CDLL(os.environ.get("VSYNC_LIB", "libvsync.so.0"))
+    lib = ctypes.CDLL(os.environ.get("VSYNC_LIB", "libvsync.so.1"))
     lib.vsync_client_connect.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
     lib.vsync_client_get_fd.argtypes = [ctypes.c_void_p]
     lib.vsync_client_dispatch.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.vsync_client_last_error.argtypes = [ctypes.c_void_p]
     lib.vsync_client_last_error.restype = ctypes.c_char_p
     lib.vsync_client_destroy.argtypes = [ctypes.c_void_p]
-    lib.vsync_link_create.argtypes = [ctypes.c_void_p, ctypes.c_char_p, FRAME_FN, ctypes.c_void_p]
-    lib.vsync_link_create.restype = ctypes.c_void_p
+    lib.vsync_link_create.argtypes = [ctypes.c_void_p, ctypes.c_char_p, FRAME_FN, ctypes.c_void_p,
+                                      ctypes.POINTER(ctypes.c_void_p)]
     lib.vsync_link_set_rate.argtypes = [ctypes.c_void_p, ctypes.c_double, ctypes.c_double, ctypes.c_double]
     lib.vsync_link_set_error_callback.argtypes = [ctypes.c_void_p, ERROR_FN]
     lib.vsync_link_get_max_fps.argtypes = [ctypes.c_void_p]
     lib.vsync_link_destroy.argtypes = [ctypes.c_void_p]
+    lib.vsync_strerror.argtypes = [ctypes.c_int]
     lib.vsync_strerror.restype = ctypes.c_char_p
     lib.vsync_now_ns.restype = ctypes.c_uint64
     return lib
@@ -74,7 +75,7 @@ def main():
     try:
         lib = load()
     except OSError as e:
-        sys.exit(f"vsync_ticks: cannot load libvsync ({e}): install it, or point VSYNC_LIB at libvsync.so.0")
+        sys.exit(f"vsync_ticks: cannot load libvsync ({e}): install it, or point VSYNC_LIB at libvsync.so.1")
 
     client = ctypes.c_void_p()
     if lib.vsync_client_connect(args.socket.encode() if args.socket else None, ctypes.byref(client)) < 0:
@@ -97,13 +98,13 @@ def main():
 
     # Kept referenced for as long as the link lives: ctypes frees callbacks it no longer sees.
     frame_cb, error_cb = FRAME_FN(on_frame), ERROR_FN(on_error)
-    link = lib.vsync_link_create(client, args.display.encode() if args.display else None, frame_cb, None)
-    if not link:
-        sys.exit(f"vsync_ticks: invalid display {args.display!r}: use primary, a connector name, crtc:ID or display:ID")
+    link = ctypes.c_void_p()
+    if lib.vsync_link_create(client, args.display.encode() if args.display else None, frame_cb, None, ctypes.byref(link)) < 0:
+        sys.exit(f"vsync_ticks: {lib.vsync_client_last_error(client).decode()}")
     lib.vsync_link_set_error_callback(link, error_cb)
     rc = lib.vsync_link_set_rate(link, 0, 0, args.fps)
     if rc < 0:
-        sys.exit(f"vsync_ticks: --fps {args.fps}: {lib.vsync_strerror(rc).decode()}")
+        sys.exit(f"vsync_ticks: --fps {args.fps}: {lib.vsync_client_last_error(client).decode()}")
 
     fd = lib.vsync_client_get_fd(client)
     try:

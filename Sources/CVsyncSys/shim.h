@@ -17,6 +17,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <sys/un.h>
@@ -52,6 +53,18 @@ static inline int vsync_sys_connect_unix(const char *path) {
     int err = errno;
     close(fd);
     return -err;
+}
+
+/// Makes a blocking read on socket `fd` end at every signal. The kernel restarts a socket read
+/// interrupted by a handler installed with SA_RESTART, but never one on a socket with a receive
+/// timeout (SO_RCVTIMEO; signal(7), "Interruption of system calls"): that read fails with EINTR.
+/// The timeout itself (an hour) only ends a read with EAGAIN, which the caller takes as nothing
+/// read. 0, or -errno.
+static inline int vsync_sys_set_interruptible(int fd) {
+    struct timeval tv;
+    memset(&tv, 0, sizeof tv);
+    tv.tv_sec = 3600;
+    return setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0 ? 0 : -errno;
 }
 
 /// 1 if reads on `fd` may block (no O_NONBLOCK), else 0.
@@ -143,6 +156,27 @@ static inline int vsync_sys_close(int fd) { return close(fd); }
 static inline const char *vsync_sys_getenv(const char *name) { return getenv(name); }
 
 static inline const char *vsync_sys_strerror(int code) { return strerror(code); }
+
+/// This thread's last failed connect, for libvsync's vsync_client_last_error(NULL): one line per
+/// thread, so two threads connecting at once never read each other's. Thread-local storage of
+/// the library's own (no allocation, nothing to free at thread exit).
+#define VSYNC_SYS_LINE 512
+static inline char *vsync_sys_thread_error(void) {
+    static _Thread_local char line[VSYNC_SYS_LINE];
+    return line;
+}
+
+/// Replaces this thread's line with `text` (cut to fit, at a UTF-8 boundary).
+static inline void vsync_sys_set_thread_error(const char *text) {
+    char *line = vsync_sys_thread_error();
+    size_t n = strlen(text);
+    if (n >= VSYNC_SYS_LINE) {
+        n = VSYNC_SYS_LINE - 1;
+        while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80) n--;
+    }
+    memcpy(line, text, n);
+    line[n] = 0;
+}
 
 /// The program's name (the kernel's comm, as ps shows it) into `buffer`, NUL-terminated; "" if
 /// /proc is not there. For the daemon's log.

@@ -21,6 +21,14 @@ final class DisplayLinkConnection: Sendable {
     /// The reader thread's name, as `top -H` and `/proc/PID/task/*/comm` show it (15 bytes at most).
     static let readerThreadName = "DisplayLink"
 
+    /// Sets the calling thread's kernel name (15 bytes at most), as `pthread_setname_np` does.
+    private static func nameCurrentThread(_ name: String) {
+        let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        _ = Array(name.utf8.prefix(15)).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+    }
+
     /// `explicit`, else `$VSYNCD_SOCKET`, else the default path.
     static func resolvedPath(_ explicit: String?) -> String { VsyncClient.resolvedSocketPath(explicit) }
 
@@ -88,6 +96,10 @@ final class DisplayLinkConnection: Sendable {
     /// Whether a reader thread runs now, and how many were started (for tests).
     var readerStatus: (running: Bool, started: Int) { withCore { ($0.readerRunning, $0.readersStarted) } }
 
+    /// The inline decision now: the queue read on inside `sync`, and whether a long wait
+    /// turned it off for good (for tests).
+    var inlineStatus: (queue: String?, disabled: Bool) { withCore { ($0.inline.queue?.label, $0.inline.disabled) } }
+
     // MARK: Called by links (any thread, with the link's lock held)
 
     /// Subscribes `link` with its settings, which the core owns from now on.
@@ -111,8 +123,11 @@ final class DisplayLinkConnection: Sendable {
         if let failure { DispatchQueue.global().async { link.connectionDidFail(failure) } }
         if startThread {
             let thread = Thread { [self] in
-                // Set on the running thread, so the kernel's name (top -H, /proc) is set too.
+                // Named by the running thread itself through /proc: Foundation's
+                // `Thread.current.name` skips the kernel's name when the thread runs before
+                // `start()` has recorded its handle, which left some readers unnamed in top -H.
                 Thread.current.name = Self.readerThreadName
+                Self.nameCurrentThread(Self.readerThreadName)
                 self.run()
             }
             thread.start()

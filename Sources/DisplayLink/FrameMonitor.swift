@@ -29,6 +29,9 @@ public final class FrameMonitor: Sendable {
         public var overruns: Int
         /// Gaps between callbacks longer than the hitch threshold.
         public var hitches: Int
+        /// The monitored ``FrameWork``'s runs in the window (committed, coalesced, superseded,
+        /// late, failed; `outstanding` at its end); all zero without one.
+        public var frameWork = FrameWorkCounts()
     }
 
     /// A stall: two callbacks further apart than the threshold.
@@ -54,16 +57,19 @@ public final class FrameMonitor: Sendable {
     ///     the frame's `targetTimestamp`.
     ///   - onReport: called on the link's context at the end of each window.
     ///   - onHitch: called on the link's context for every hitch.
+    ///   - frameWork: a ``FrameWork`` (or anything that counts frame work) whose runs each
+    ///     report counts next to the dropped frames and hitches.
     public init(
         display: DisplaySelector = .primary, socketPath: String? = nil,
         window: Double = 1, hitchThreshold: Double = 0.05,
         work: (@Sendable (DisplayLink) -> Void)? = nil,
+        frameWork: (any FrameWorkCounting)? = nil,
         onReport: @escaping @Sendable (Report) -> Void,
         onHitch: (@Sendable (Hitch) -> Void)? = nil
     ) {
         let counter = Counter(
             windowNs: UInt64(max(window, 1) * 1e9), hitchNs: UInt64(max(hitchThreshold, 0) * 1e9),
-            work: work, onReport: onReport, onHitch: onHitch)
+            work: work, frameWork: frameWork, onReport: onReport, onHitch: onHitch)
         self.counter = counter
         // The handler holds the counter, not the monitor: no cycle through the link.
         link = DisplayLink(display: display, socketPath: socketPath) { link in counter.record(link) }
@@ -103,6 +109,9 @@ private final class Counter: Sendable {
     struct State {
         var window = Window()
         var total = Window()
+        /// The frame work's counts when the window (and the run) began.
+        var workAtWindow = FrameWorkCounts()
+        var workAtStart = FrameWorkCounts()
         var lastCallbackNs: UInt64 = 0
         var lastTimestampNs: UInt64 = 0
     }
@@ -110,13 +119,14 @@ private final class Counter: Sendable {
     let windowNs: UInt64
     let hitchNs: UInt64
     let work: (@Sendable (DisplayLink) -> Void)?
+    let frameWork: (any FrameWorkCounting)?
     let onReport: @Sendable (FrameMonitor.Report) -> Void
     let onHitch: (@Sendable (FrameMonitor.Hitch) -> Void)?
     private let state = Mutex(State())
 
-    init(windowNs: UInt64, hitchNs: UInt64, work: (@Sendable (DisplayLink) -> Void)?,
+    init(windowNs: UInt64, hitchNs: UInt64, work: (@Sendable (DisplayLink) -> Void)?, frameWork: (any FrameWorkCounting)?,
          onReport: @escaping @Sendable (FrameMonitor.Report) -> Void, onHitch: (@Sendable (FrameMonitor.Hitch) -> Void)?) {
-        self.windowNs = windowNs; self.hitchNs = hitchNs; self.work = work
+        self.windowNs = windowNs; self.hitchNs = hitchNs; self.work = work; self.frameWork = frameWork
         self.onReport = onReport; self.onHitch = onHitch
     }
 
@@ -129,6 +139,7 @@ private final class Counter: Sendable {
             ended = MonotonicClock.nanoseconds()
         }
         let overran = ended > frame.targetTimestampNanoseconds
+        let workCounts = frameWork?.counts ?? FrameWorkCounts()
         let (report, hitch) = state.withLock { s -> (FrameMonitor.Report?, FrameMonitor.Hitch?) in
             var hitch: FrameMonitor.Hitch?
             if s.lastCallbackNs > 0, now - s.lastCallbackNs > hitchNs {
@@ -140,6 +151,8 @@ private final class Counter: Sendable {
             guard s.window.startTimestampNs > 0 else {
                 s.window.startTimestampNs = frame.timestampNanoseconds
                 s.total.startTimestampNs = frame.timestampNanoseconds
+                s.workAtWindow = workCounts
+                s.workAtStart = workCounts
                 return (nil, nil)
             }
             for w in [\State.window, \State.total] {
@@ -150,8 +163,10 @@ private final class Counter: Sendable {
             }
             s.lastTimestampNs = frame.timestampNanoseconds
             guard frame.timestampNanoseconds >= s.window.startTimestampNs + windowNs else { return (nil, hitch) }
-            let report = Self.report(s.window, until: frame.timestampNanoseconds)
+            var report = Self.report(s.window, until: frame.timestampNanoseconds)
+            report.frameWork = workCounts.since(s.workAtWindow)
             s.window = Window(startTimestampNs: frame.timestampNanoseconds)
+            s.workAtWindow = workCounts
             return (report, hitch)
         }
         if let hitch { onHitch?(hitch) }
@@ -159,7 +174,12 @@ private final class Counter: Sendable {
     }
 
     var totals: FrameMonitor.Report {
-        state.withLock { Self.report($0.total, until: $0.lastTimestampNs) }
+        let workCounts = frameWork?.counts ?? FrameWorkCounts()
+        return state.withLock { s in
+            var report = Self.report(s.total, until: s.lastTimestampNs)
+            report.frameWork = workCounts.since(s.workAtStart)
+            return report
+        }
     }
 
     private static func report(_ w: Window, until endNs: UInt64) -> FrameMonitor.Report {

@@ -77,24 +77,29 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// The error numbers libvsync returns (negated) and `vsync_strerror` explains. The C header
-/// `vsync/vsync.h` repeats these values; a test checks that they match.
+/// The errno values libvsync returns negated (its `VSYNC_E*`), and `vsync_strerror` explains.
+/// Linux's numbers, so `strerror(-rc)` is right too; the C header repeats them, and tests check
+/// both against `<errno.h>`.
 public enum ClientErrorCode: Int32, Sendable, CaseIterable {
-    case noDaemon = 1
-    case permissionDenied = 2
-    case connectionFailed = 3
-    case connectionLost = 4
-    case refused = 5
-    case displayNotFound = 6
-    case displayGone = 7
-    case requestFailed = 8
-    case protocolViolation = 9
+    case noDaemon = 111           // ECONNREFUSED
+    case permissionDenied = 13    // EACCES
+    case connectionFailed = 5     // EIO
+    case connectionLost = 104     // ECONNRESET
+    case refused = 103            // ECONNABORTED
+    case displayNotFound = 19     // ENODEV
+    case displayGone = 6          // ENXIO
+    case requestFailed = 121      // EREMOTEIO
+    case protocolViolation = 71   // EPROTO
     /// A bad argument (libvsync only: NULL pointer, invalid frame-rate range).
-    case invalidArgument = 10
+    case invalidArgument = 22     // EINVAL
     /// Out of memory (libvsync only).
-    case outOfMemory = 11
-    /// The handshake did not finish in time (libvsync's connect).
-    case timedOut = 12
+    case outOfMemory = 12         // ENOMEM
+    /// The daemon did not answer in time (libvsync's connect and display list).
+    case timedOut = 110           // ETIMEDOUT
+    /// The link's client was destroyed (libvsync only).
+    case notConnected = 107       // ENOTCONN
+    /// Called from inside a callback, where it may not be (libvsync only).
+    case busy = 16                // EBUSY
 
     /// The one line `vsync_strerror` gives for the code alone (no socket path to name). Static,
     /// so libvsync can hand out the literal's own NUL-terminated bytes.
@@ -111,7 +116,9 @@ public enum ClientErrorCode: Int32, Sendable, CaseIterable {
         case .protocolViolation: "unreadable message from vsyncd: upgrade the client library or vsyncd"
         case .invalidArgument: "invalid argument: check the call's parameters against vsync.h"
         case .outOfMemory: "out of memory"
-        case .timedOut: "vsyncd did not answer the handshake in time: check that it is running and not stuck"
+        case .timedOut: "vsyncd did not answer in time: check that it is running and not stuck"
+        case .notConnected: "the link's client was destroyed: only vsync_link_destroy may be called on it"
+        case .busy: "not allowed inside a libvsync callback: call it after vsync_client_dispatch returns"
         }
     }
 }

@@ -47,7 +47,8 @@ extension VsyncClient {
             return
         }
         socketFD = fd
-        socketBlocks = vsync_sys_is_blocking(fd) != 0
+        // Waiting in the read itself needs a read that signals end (else epoll_wait first).
+        socketBlocks = vsync_sys_is_blocking(fd) != 0 && vsync_sys_set_interruptible(fd) == 0
         ready = false
         wantWrite = false
         handshakeDeadline = now &+ configuration.handshakeTimeoutNs
@@ -80,6 +81,8 @@ extension VsyncClient {
         wantWrite = false
         outbox.removeAll()
         unsentSubscriptions.removeAll()  // the next handshake renews every subscription
+        displayListsRequested = 0
+        displayListsReceived = 0
         pendingTicks.removeAll(keepingCapacity: true)
     }
 

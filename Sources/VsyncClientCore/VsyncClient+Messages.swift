@@ -97,7 +97,12 @@ extension VsyncClient {
 
     /// Keeps the newest tick per subscription; the replaced ones count as skipped.
     private func coalesce(_ tick: Tick, received: UInt64) {
-        guard let info = subscriptions[tick.subscriptionID], !info.paused else { return }
+        guard var info = subscriptions[tick.subscriptionID], !info.paused else { return }
+        // The tick's divisor and interval take effect where it stands in the stream: a SUBSCRIBED
+        // or display event read after it in the same read (a mode change) is newer and stays.
+        info.divisor = tick.divisor
+        info.displayIntervalNs = tick.displayIntervalNs
+        subscriptions[tick.subscriptionID] = info
         for i in pendingTicks.indices where pendingTicks[i].tick.subscriptionID == tick.subscriptionID {
             pendingTicks[i].replaced &+= pendingTicks[i].tick.skipped &+ 1
             pendingTicks[i].tick = tick
@@ -112,10 +117,7 @@ extension VsyncClient {
         var frames = 0
         for pending in pendingTicks {
             let id = pending.tick.subscriptionID
-            guard var info = subscriptions[id], !info.paused else { continue }
-            info.divisor = pending.tick.divisor
-            info.displayIntervalNs = pending.tick.displayIntervalNs
-            subscriptions[id] = info
+            guard let info = subscriptions[id], !info.paused else { continue }
             events.append(.frame(ClientFrame(pending.tick, replaced: pending.replaced, receivedNs: pending.received)))
             frames += 1
         }
@@ -153,7 +155,10 @@ extension VsyncClient {
             handle(event)
         case .error(let error):
             handle(error)
-        case .displayList, .tick:
+        case .displayList(let displays):
+            lastDisplayList = displays
+            displayListsReceived += 1
+        case .tick:
             break
         }
     }

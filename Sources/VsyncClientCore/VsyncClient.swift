@@ -68,8 +68,8 @@ public final class VsyncClient {
     let epollFD: Int32
     let timerFD: Int32
     var socketFD: Int32 = -1
-    /// The socket is in blocking mode (ours are; a test's socketpair may not be), so the steady
-    /// state can wait in the read itself.
+    /// The socket is in blocking mode (ours are; a test's socketpair may not be) with a receive
+    /// timeout, so the steady state can wait in the read itself and a signal still ends it.
     var socketBlocks = false
 
     /// Handshake done on the current socket.
@@ -97,6 +97,11 @@ public final class VsyncClient {
     /// after creating one (rate, work duration, pause) travel in it and its first tick already
     /// obeys them. The timerfd keeps the client's fd readable until then.
     var unsentSubscriptions: [UInt32] = []
+    /// LIST_DISPLAYS sent and DISPLAY_LIST read on this connection: answers come in order, so the
+    /// list read when they are equal answers the newest request.
+    var displayListsRequested = 0
+    var displayListsReceived = 0
+    var lastDisplayList: [DisplayInfo] = []
     /// The most recent error, for libvsync's `vsync_client_last_error`.
     public internal(set) var lastError: ClientError?
 
@@ -170,9 +175,11 @@ public final class VsyncClient {
     /// queued requests. Returns how many frames it added to the events; take them, with the
     /// other events, from ``nextEvent()``.
     ///
-    /// A signal ends the wait early (0 frames). In the steady state (handshaken, subscribed,
-    /// nothing queued, no deadline) a wait without limit blocks in the socket's read itself,
-    /// so a tick costs one syscall, as a plain `recv` loop does.
+    /// A signal ends the wait early (0 frames), also one whose handler has SA_RESTART. In the
+    /// steady state (handshaken, subscribed, nothing queued, no deadline) a wait without limit
+    /// blocks in the socket's read itself, so a tick costs one syscall, as a plain `recv` loop
+    /// does; the socket's receive timeout keeps the kernel from restarting that read after a
+    /// signal (`vsync_sys_set_interruptible`), and `epoll_wait` is never restarted.
     @discardableResult
     public func dispatch(timeoutMs: Int32) -> Int {
         if timeoutMs < 0 && isSteady {

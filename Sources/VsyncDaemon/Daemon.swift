@@ -27,6 +27,8 @@ public enum Daemon {
             logger.info("source: software timer at \(hz) Hz (ticks flagged synthetic)")
         case .drm:
             source = try DRMVBlankSource(devices: configuration.devices, logger: logger)
+        case .replay(let trace):
+            source = try ReplayVBlankSource(argument: trace, logger: logger)
         }
 
         let listener: ListeningSocket

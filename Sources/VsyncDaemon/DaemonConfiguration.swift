@@ -4,10 +4,13 @@ public struct DaemonConfiguration: Sendable {
         case drm
         /// A software clock at this rate (`--source timer:HZ`).
         case timer(hertz: Double)
+        /// A recorded trace, FILE or FILE@SPEED (`--source replay:FILE[@SPEED]`).
+        case replay(String)
 
-        /// Parses "drm" or "timer:HZ"; nil if neither.
+        /// Parses "drm", "timer:HZ" or "replay:FILE[@SPEED]"; nil if none.
         public init?(argument: String) {
             if argument == "drm" { self = .drm; return }
+            if argument.hasPrefix("replay:"), argument.count > 7 { self = .replay(String(argument.dropFirst(7))); return }
             guard argument.hasPrefix("timer:"), let hz = Double(argument.dropFirst(6)), hz.isFinite, hz > 0 else {
                 return nil
             }

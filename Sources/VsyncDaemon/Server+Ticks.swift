@@ -10,6 +10,7 @@ extension Server {
         sourceEvents = []
         events.removeAll(keepingCapacity: true)
         defer { sourceEvents = events }
+        checkSuspend()
         source.readEvents(from: fd, into: &events)
         handle(events)
         // Re-arming and re-reading a mode cost syscalls: done once the ticks are out.

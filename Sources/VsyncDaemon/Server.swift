@@ -36,6 +36,8 @@ final class Server {
     private(set) var displayByID: [UInt32: Display] = [:]
     /// Storage reused by `handleSource` for each read's events.
     var sourceEvents: [SourceEvent] = []
+    /// CLOCK_BOOTTIME against CLOCK_MONOTONIC, read once per source read (`checkSuspend`).
+    var suspendDetector = SuspendDetector()
     var nextDisplayID: UInt32 = 1
     var running = true
     var lastStatus = ""

@@ -26,6 +26,16 @@ struct MeasureReport: Encodable {
     var ppm: Double
     var jitterUs: Spread
     var wakeLatencyUs: Spread
+    /// "scanout", or "interrupt" when the residuals' spread says the kernel stamped the
+    /// interrupt's time (large, and skewed late or flat): then the fit is the envelope.
+    var timestampSource: TimestampSource
+    /// The timestamps against the fitted line: RMS and p99 of |residual|, µs.
+    var residualUs: Residual
+
+    struct Residual: Encodable {
+        var rms: Double
+        var p99: Double
+    }
 
     /// Fits the kernel timestamps over the whole run. Nil with fewer than two samples.
     init?(target: Target, samples: [VBlankSample], method: VBlankMethod) {
@@ -51,6 +61,9 @@ struct MeasureReport: Encodable {
         ppm = (fit.hz - rate.hertz) / rate.hertz * 1e6
         jitterUs = Spread(p50: jitter.p50, p99: jitter.p99, max: jitter.max)
         wakeLatencyUs = Spread(p50: wake.p50, p99: wake.p99, max: wake.max)
+        let quality = TimingQuality(residualsNs: fit.residualsNs, timestampSource: fit.timestampSource)
+        timestampSource = quality.timestampSource
+        residualUs = Residual(rms: quality.rmsNs / 1000, p99: quality.p99Ns / 1000)
     }
 
     var text: [String] {
@@ -65,6 +78,7 @@ struct MeasureReport: Encodable {
             "measured  \(Mode.hertzText(measuredHz)) Hz (\(ppm >= 0 ? "+" : "")\(fixed(ppm, 3)) ppm)",
             "jitter    \(us(jitterUs))",
             "wake-up   \(us(wakeLatencyUs))",
+            "timestamps \(timestampSource.rawValue), residual RMS \(fixed(residualUs.rms, 1)) µs, p99 \(fixed(residualUs.p99, 1)) µs",
         ]
     }
 }

@@ -15,9 +15,9 @@ enum LibvsyncClient {
         // The program finds the library by its SONAME, as an installed one would be found.
         let lib = workDir + "/lib"
         try FileManager.default.createDirectory(atPath: lib, withIntermediateDirectories: true)
-        try? FileManager.default.removeItem(atPath: lib + "/libvsync.so.0")
+        try? FileManager.default.removeItem(atPath: lib + "/libvsync.so.1")
         try? FileManager.default.removeItem(atPath: lib + "/libvsync.so")
-        try FileManager.default.createSymbolicLink(atPath: lib + "/libvsync.so.0", withDestinationPath: library)
+        try FileManager.default.createSymbolicLink(atPath: lib + "/libvsync.so.1", withDestinationPath: library)
         try FileManager.default.createSymbolicLink(atPath: lib + "/libvsync.so", withDestinationPath: library)
         let binary = workDir + "/libvsync-client"
         let log = workDir + "/cc-libvsync.log"

@@ -23,7 +23,7 @@ struct Vsyncd: ParsableCommand {
     @Option(help: ArgumentHelp("DRM card to watch; repeat for several (default: every /dev/dri/card*).", valueName: "path"))
     var device: [String] = []
 
-    @Option(help: ArgumentHelp("Where vblanks come from: 'drm', or 'timer:HZ' for a software clock (ticks flagged synthetic).", valueName: "drm|timer:HZ"))
+    @Option(help: ArgumentHelp("Where vblanks come from: 'drm', 'timer:HZ' for a software clock, or 'replay:FILE[@SPEED]' for a trace from vsync-probe record (both flagged synthetic).", valueName: "drm|timer:HZ|replay:FILE"))
     var source: String = "drm"
 
     @Option(help: "Group allowed to connect (the socket is mode 0660).")
@@ -46,7 +46,7 @@ struct Vsyncd: ParsableCommand {
 
     func validate() throws {
         guard DaemonConfiguration.SourceKind(argument: source) != nil else {
-            throw ValidationError("--source must be 'drm' or 'timer:HZ' (e.g. timer:60), not '\(source)'")
+            throw ValidationError("--source must be 'drm', 'timer:HZ' (e.g. timer:60) or 'replay:FILE[@SPEED]', not '\(source)'")
         }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")

@@ -14,6 +14,13 @@ extension DisplayLinkTests {
         static let toleranceNs: UInt64 = 2
 
         /// Whether this thread is DisplayLink's reader thread, by the name the kernel knows it by.
+        /// The names of this process's threads (diagnostics).
+        static func threadNames() -> [String: Int] {
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+            let names = tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+            return Dictionary(grouping: names.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }, by: { $0 }).mapValues(\.count)
+        }
+
         static func onReaderThread() -> Bool {
             (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) == "DisplayLink\n"
         }
@@ -157,7 +164,8 @@ extension DisplayLinkTests {
             let alone = await probe.next(10)
             #expect(alone.calls.count >= 10)
             #expect(alone.offQueue == 0)
-            #expect(alone.onReader == alone.calls.count, "\(alone.onReader) of \(alone.calls.count) inline")
+            #expect(alone.onReader == alone.calls.count,
+                    "\(alone.onReader) of \(alone.calls.count) inline; \(DisplayLinkConnection.shared(socketPath: daemon.socketPath).inlineStatus); threads \(Daemon.threadNames())")
 
             // Busy for 150 ms: the ticks of those frames come as one callback with the rest
             // skipped, and delivery stays inline.
@@ -186,7 +194,8 @@ extension DisplayLinkTests {
             let link = probe.link(socketPath: daemon.socketPath)
             link.start(on: probe.queue)
             let first = await probe.next(5)
-            #expect(first.onReader == first.calls.count, "\(first.onReader) of \(first.calls.count) inline alone")
+            let connection = DisplayLinkConnection.shared(socketPath: daemon.socketPath)
+            #expect(first.onReader == first.calls.count, "\(first.onReader) of \(first.calls.count) inline alone; \(connection.inlineStatus)")
             let other = DisplayLink(socketPath: daemon.socketPath) { _ in }
             other.start(on: DispatchQueue(label: "other"))
             // The change is decided as start(on:) returns; a read already under way may still
@@ -199,7 +208,7 @@ extension DisplayLinkTests {
             // As above: one read under way may still post with async.
             let alone = await probe.next(10, after: await probe.busy(ms: 0) + 1)
             #expect(alone.calls.count >= 10)
-            #expect(alone.onReader == alone.calls.count, "\(alone.onReader) of \(alone.calls.count) inline once alone again")
+            #expect(alone.onReader == alone.calls.count, "\(alone.onReader) of \(alone.calls.count) inline once alone again; \(connection.inlineStatus)")
             link.invalidate()
         }
 
@@ -227,7 +236,7 @@ extension DisplayLinkTests {
             let link = DisplayLink(socketPath: daemon.socketPath) { link in
                 recorder.record(link)
                 let n = calls.add(1, ordering: .relaxed).newValue
-                if n >= 20 && n < 23 { usleep(80_000) }  // calls 20–22 (samples 19–21) are slow
+                if n >= 20 && n < 23 { usleep(100_000) }  // calls 20–22 (samples 19–21) take six frames
             }
             let thread = RunLoopThread(setup: { link.add(to: $0, forMode: .default) }, schedule: [(.default, 1.5)])
             await thread.waitUntilFinished()
@@ -240,7 +249,9 @@ extension DisplayLinkTests {
             #expect(samples.count >= 30, "\(samples.count) callbacks in 1.5 s")
             #expect(samples.allSatisfy { $0.mode == RunLoop.Mode.default.rawValue })
             let afterSlow = samples[20...22].map(\.frame.skipped)
-            #expect(afterSlow.allSatisfy { $0 >= 3 }, "skipped after 80 ms callbacks: \(afterSlow)")
+            // At least the vblanks 33–67 ms after a slow callback's own came and went while it
+            // ran (two frames of slack for a late tick on a loaded machine).
+            #expect(afterSlow.allSatisfy { $0 >= 3 }, "skipped after 100 ms callbacks: \(afterSlow)")
             // No backlog behind the slow callbacks: later ones run soon after their vblank.
             let ages = samples[22...].map { Double($0.calledNs - $0.frame.timestampNanoseconds) / 1e6 }.sorted()
             #expect(ages[ages.count * 9 / 10] < 40, "callback ages after the slow phase (ms): \(ages)")
@@ -304,112 +315,6 @@ extension DisplayLinkTests {
             let witness = try VblankWitness(socketPath: daemon.socketPath)
             #expect(await witness.wait(vblanks: 5) != nil)
             #expect(daemon.isRunning, "vsyncd died after a client closed with two live subscriptions")
-        }
-
-        @Test func noDaemonFailsFastInTheLibraryAndInFollow() async throws {
-            let path = NSTemporaryDirectory() + "/vsyncd-none-\(getpid()).sock"
-            let recorder = LinkRecorder()
-            let link = DisplayLink(socketPath: path, handler: recorder.handler())
-            link.errorHandler = recorder.errorHandler()
-            link.start(on: DispatchQueue(label: "none"))
-            #expect(await eventually(timeout: 1) { recorder.errors.withLock { $0 == [.noDaemon(socketPath: path)] } })
-            link.invalidate()
-
-            let result = try runProbe(["follow", "--socket", path, "--frames", "3"], timeout: 5)
-            #expect(result.status == 1)
-            #expect(result.stdout.isEmpty)
-            #expect(result.stderr == "vsync-probe: no vsyncd at \(path): start 'vsyncd --socket \(path)' or fix VSYNCD_SOCKET\n")
-        }
-
-        @Test func followPrintsJSONTicksAndASummary() async throws {
-            let daemon = try DaemonProcess(hertz: 60, logLevel: "warning")
-            defer { daemon.stop() }
-            let result = try runProbe(["follow", "--socket", daemon.socketPath, "--fps", "30", "--frames", "20", "--json"], timeout: 10)
-            #expect(result.status == 0, "stderr: \(result.stderr)")
-            let objects = result.stdout.split(separator: "\n").compactMap {
-                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
-            }
-            #expect(objects.count == 21)
-            let ticks = objects.dropLast()
-            for tick in ticks {
-                for key in ["seq", "timestamp", "targetTimestamp", "duration", "skipped", "flags", "latencyUs"] {
-                    #expect(tick[key] != nil, "missing \(key)")
-                }
-                #expect((tick["seq"] as? Int).map { $0 % 2 == 0 } == true)
-                #expect((tick["flags"] as? [String]) == ["synthetic"])
-                let interval = (tick["targetTimestamp"] as? Double ?? 0) - (tick["timestamp"] as? Double ?? 0)
-                #expect(abs(interval - 2.0 / 60) < 1e-6)
-            }
-            let summary = try #require(objects.last)
-            #expect(summary["summary"] as? Bool == true)
-            #expect(summary["ticks"] as? Int == 20)
-            // Achieved: ticks delivered per second of vblank time. With the skipped ones added back
-            // it is the 30 Hz the daemon offered (a busy machine may coalesce a few).
-            let hz = summary["achievedHz"] as? Double ?? 0
-            let skipped = summary["skipped"] as? Int ?? -1
-            let seconds = summary["seconds"] as? Double ?? 0
-            #expect(hz > 20 && hz < 30.01, "achieved \(hz) Hz")
-            #expect(abs(Double(19 + skipped) / seconds - 30) < 0.5, "\(skipped) skipped over \(seconds) s")
-            let latency = summary["latencyUs"] as? [String: Double]
-            #expect(latency.map { $0["p50"]! <= $0["p99"]! && $0["p99"]! <= $0["max"]! } == true)
-        }
-
-        @Test func followStopsOnSIGINTWithASummary() async throws {
-            let daemon = try DaemonProcess(hertz: 60, logLevel: "warning")
-            defer { daemon.stop() }
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: try DaemonProcess.binary("vsync-probe"))
-            process.arguments = ["follow", "--socket", daemon.socketPath]
-            let out = Pipe()
-            process.standardOutput = out
-            try process.run()
-            // SIGINT once it has printed 20 ticks (or after 5 s, which fails the count below).
-            var head = ""
-            let reader = out.fileHandleForReading
-            let deadline = DisplayLink.currentTime() + 5
-            while head.components(separatedBy: "\nseq ").count <= 20 && DisplayLink.currentTime() < deadline {
-                let chunk = reader.availableData
-                if chunk.isEmpty { break }
-                head += String(decoding: chunk, as: UTF8.self)
-            }
-            kill(process.processIdentifier, SIGINT)
-            let text = head + String(decoding: reader.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 0)
-            let lines = text.split(separator: "\n")
-            #expect(lines.filter { $0.hasPrefix("seq ") }.count >= 20)
-            // "summary: N ticks over S s, achieved R Hz (…)": R is at most the display's 60 Hz, and near it
-            // unless the machine is too busy to take every tick.
-            let summary = lines.first { $0.hasPrefix("summary: ") }.map(String.init) ?? ""
-            let achieved = summary.split(separator: " ").drop { $0 != "achieved" }.dropFirst().first.flatMap { Double($0) }
-            #expect(achieved.map { $0 > 40 && $0 < 60.01 } == true, "summary: \(summary)")
-            #expect(lines.contains { $0.hasPrefix("latency µs: p50 ") })
-            #expect(lines.last?.hasPrefix("lead µs (target − receipt, work duration 0): p50 ") == true)
-        }
-
-        struct ProbeResult {
-            var status: Int32
-            var stdout: String
-            var stderr: String
-        }
-
-        func runProbe(_ arguments: [String], timeout: Double) throws -> ProbeResult {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: try DaemonProcess.binary("vsync-probe"))
-            process.arguments = arguments
-            let out = Pipe()
-            let err = Pipe()
-            process.standardOutput = out
-            process.standardError = err
-            try process.run()
-            let killer = DispatchWorkItem { [process] in if process.isRunning { process.terminate() } }
-            DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: killer)
-            let stdout = out.fileHandleForReading.readDataToEndOfFile()
-            let stderr = err.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            killer.cancel()
-            return ProbeResult(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-                               stderr: String(decoding: stderr, as: UTF8.self))
         }
     }
 }

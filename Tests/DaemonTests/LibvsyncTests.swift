@@ -37,16 +37,16 @@ struct LibvsyncTests {
     }
 
     /// A C file compiled against the repository's header and the built library, which it
-    /// finds by its SONAME (libvsync.so.0) in a lib directory beside the output.
-    static func compile(_ source: URL, to output: String) throws {
+    /// finds by its SONAME (libvsync.so.1) in a lib directory beside the output.
+    static func compile(_ source: URL, to output: String, extra: [String] = []) throws {
         let lib = URL(fileURLWithPath: output).deletingLastPathComponent().appendingPathComponent("lib")
         try FileManager.default.createDirectory(at: lib, withIntermediateDirectories: true)
-        for name in ["libvsync.so", "libvsync.so.0"] where !FileManager.default.fileExists(atPath: lib.appendingPathComponent(name).path) {
+        for name in ["libvsync.so", "libvsync.so.1"] where !FileManager.default.fileExists(atPath: lib.appendingPathComponent(name).path) {
             try FileManager.default.createSymbolicLink(atPath: lib.appendingPathComponent(name).path, withDestinationPath: try library())
         }
         let result = try run(["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I",
                               repository.appendingPathComponent("include").path, source.path,
-                              "-L", lib.path, "-lvsync", "-Wl,-rpath," + lib.path, "-o", output])
+                              "-L", lib.path, "-lvsync", "-Wl,-rpath," + lib.path, "-o", output] + extra)
         try #require(result.status == 0, "cc \(source.lastPathComponent) failed: \(result.output)")
     }
 
@@ -73,7 +73,9 @@ struct LibvsyncTests {
         }
     }
 
-    /// The header repeats the core's error codes, tick flags and display-event kinds: they must agree.
+    /// The header repeats the core's error codes, tick flags and display-event kinds: they must
+    /// agree. Its error codes are errno values (checked against <errno.h> here and by traps.c),
+    /// and the library's own display kind, WAITING, is no wire kind.
     @Test func headerConstantsMatchTheSwiftDefinitions() throws {
         let text = try String(contentsOf: Self.header, encoding: .utf8)
         var defines: [String: Int32] = [:]
@@ -87,10 +89,18 @@ struct LibvsyncTests {
             .connectionLost: "VSYNC_ECONNLOST", .refused: "VSYNC_EREFUSED", .displayNotFound: "VSYNC_ENODISPLAY",
             .displayGone: "VSYNC_EDISPLAYGONE", .requestFailed: "VSYNC_EREQUEST", .protocolViolation: "VSYNC_EPROTO",
             .invalidArgument: "VSYNC_EINVAL", .outOfMemory: "VSYNC_ENOMEM", .timedOut: "VSYNC_ETIMEDOUT",
+            .notConnected: "VSYNC_ENOTCONN", .busy: "VSYNC_EBUSY",
+        ]
+        let errnos: [ClientErrorCode: Int32] = [
+            .noDaemon: ECONNREFUSED, .permissionDenied: EACCES, .connectionFailed: EIO, .connectionLost: ECONNRESET,
+            .refused: ECONNABORTED, .displayNotFound: ENODEV, .displayGone: ENXIO, .requestFailed: EREMOTEIO,
+            .protocolViolation: EPROTO, .invalidArgument: EINVAL, .outOfMemory: ENOMEM, .timedOut: ETIMEDOUT,
+            .notConnected: ENOTCONN, .busy: EBUSY,
         ]
         for code in ClientErrorCode.allCases {
             let name = try #require(names[code], "no header name for \(code)")
             #expect(defines[name] == code.rawValue, "\(name)")
+            #expect(code.rawValue == errnos[code], "\(name) is not its errno")
         }
         #expect(defines.keys.filter { $0.hasPrefix("VSYNC_E") }.count == ClientErrorCode.allCases.count)
         #expect(defines["VSYNC_FRAME_HARDWARE"] == Int32(TickFlags.hardwareTimestamp.rawValue))
@@ -99,6 +109,14 @@ struct LibvsyncTests {
         #expect(defines["VSYNC_DISPLAY_MODE_CHANGED"] == Int32(DisplayEventKind.modeChanged.rawValue))
         #expect(defines["VSYNC_DISPLAY_OFF"] == Int32(DisplayEventKind.off.rawValue))
         #expect(defines["VSYNC_DISPLAY_ON"] == Int32(DisplayEventKind.on.rawValue))
+        let waiting = try #require(defines["VSYNC_DISPLAY_WAITING"])
+        #expect(!DisplayEventKind.allCases.contains { Int32($0.rawValue) == waiting }, "WAITING \(waiting) is a wire kind")
+        #expect(defines["VSYNC_DISPLAY_FLAG_HARDWARE_CLOCK"] == Int32(DisplayFlags.hardwareClock.rawValue))
+        #expect(defines["VSYNC_DISPLAY_FLAG_SYNTHETIC"] == Int32(DisplayFlags.synthetic.rawValue))
+        #expect(defines["VSYNC_DISPLAY_FLAG_PRIMARY"] == Int32(DisplayFlags.primary.rawValue))
+        #expect(defines["VSYNC_DISPLAY_STATE_ON"] == Int32(DisplayState.on.rawValue))
+        #expect(defines["VSYNC_DISPLAY_STATE_OFF"] == Int32(DisplayState.off.rawValue))
+        #expect(defines["VSYNC_MAX_DISPLAYS"] == Int32(ServerMessage.maxDisplaysPerList))
     }
 
     /// libvsync compiles the protocol's and the core's own files (symlinks), so there is one
@@ -124,11 +142,12 @@ struct LibvsyncTests {
     @Test func theLibraryNeedsOnlyLibcAndExportsOnlyTheAPI() throws {
         let lib = try Self.library()
         let soname = try Self.run(["readelf", "-d", lib])
-        #expect(soname.output.contains("Library soname: [libvsync.so.0]"), "\(soname.output)")
+        #expect(soname.output.contains("Library soname: [libvsync.so.1]"), "\(soname.output)")
         let ldd = try Self.run(["ldd", lib])
         try #require(ldd.status == 0, "\(ldd.output)")
         let needed = ldd.output.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
             .filter { !$0.hasPrefix("linux-vdso") && !$0.hasPrefix("/lib64/ld-linux") }
+        // libc, and the dynamic loader of every program (for the per-thread error's TLS).
         #expect(needed.count == 1 && needed.first?.hasPrefix("libc.so.6") == true, "ldd: \(ldd.output)")
         // Exactly the header's functions (and the version node), nothing of Swift's.
         let nm = try Self.run(["nm", "-D", "--defined-only", "-g", lib])
@@ -142,7 +161,37 @@ struct LibvsyncTests {
             return name?.hasPrefix("vsync_") == true ? name : nil
         })
         #expect(declared.count >= 15, "header parse: \(declared)")
-        #expect(exported == declared.union(["VSYNC_0", "VSYNC_0.3"]), "exported \(exported.sorted()) vs declared \(declared.sorted())")
+        #expect(exported == declared.union(["VSYNC_1"]), "exported \(exported.sorted()) vs declared \(declared.sorted())")
+    }
+
+    /// The version script lists every export by name (no wildcard), and it lists exactly the
+    /// header's functions and the library's `@_cdecl` exports: an export someone forgot to list
+    /// (or to version) fails here.
+    @Test func theVersionScriptListsEveryExportByName() throws {
+        let map = try String(contentsOf: Self.repository.appendingPathComponent("Sources/libvsync/vsync.map"), encoding: .utf8)
+        let entries = map.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { $0.hasSuffix(";") && !$0.hasPrefix("}") && !$0.hasPrefix("/*") && !$0.hasPrefix("*") }
+            .map { String($0.dropLast()) }
+        let listed = Set(entries.filter { $0.hasPrefix("vsync_") })
+        #expect(!entries.contains { $0.hasPrefix("vsync") && $0.contains("*") }, "a wildcard in vsync.map: \(entries)")
+        let header = try String(contentsOf: Self.header, encoding: .utf8)
+        let declared = Set(header.split(separator: "\n").compactMap { line -> String? in
+            guard !line.hasPrefix("typedef"), !line.hasPrefix(" "), let open = line.firstIndex(of: "(") else { return nil }
+            let name = line[..<open].split(separator: " ").last.map { String($0.drop { $0 == "*" }) }
+            return name?.hasPrefix("vsync_") == true ? name : nil
+        })
+        let library = Self.repository.appendingPathComponent("Sources/libvsync")
+        var exported = Set<String>()
+        for file in try FileManager.default.contentsOfDirectory(atPath: library.path) where file.hasPrefix("CABI") {
+            let text = try String(contentsOf: library.appendingPathComponent(file), encoding: .utf8)
+            for line in text.split(separator: "\n") where line.hasPrefix("@_cdecl(\"") {
+                exported.insert(String(line.dropFirst(9).prefix { $0 != "\"" }))
+            }
+        }
+        #expect(exported.count >= 19, "\(exported)")
+        #expect(listed == declared, "vsync.map \(listed.sorted()) vs header \(declared.sorted())")
+        #expect(exported.subtracting(listed).isEmpty, "@_cdecl exports missing from vsync.map: \(exported.subtracting(listed).sorted())")
+        #expect(listed.subtracting(exported).isEmpty, "vsync.map names no export: \(listed.subtracting(exported).sorted())")
     }
 
     /// The C ABI: strerror's lines are the core's, the struct layout is what ctypes users copy.
@@ -157,10 +206,11 @@ struct LibvsyncTests {
             #expect(lines.contains("\(code.rawValue) \(code.message)"), "code \(code.rawValue): \(strerror.output)")
         }
         #expect(lines.contains("positive \(ClientErrorCode.noDaemon.message)"))
-        #expect(lines.contains("unknown unknown libvsync error code"))
+        // Another errno: the C library's text.
+        #expect(lines.contains("\(EPIPE) \(String(cString: Glibc.strerror(EPIPE)))"), "\(strerror.output)")
 
         // The Python example's ctypes mirror must have the C layout.
-        let layout = try Self.run([check, "layout"]).output.trimmingCharacters(in: .whitespacesAndNewlines)
+        let layout = try Self.run([check, "layout"]).output.split(separator: "\n").first.map(String.init) ?? ""
         let python = try Self.run(["python3", "-c", """
             import sys; sys.path.insert(0, sys.argv[1]); import vsync_ticks as v
             F = v.Frame
@@ -176,7 +226,7 @@ struct LibvsyncTests {
         try Self.compile(Self.repository.appendingPathComponent("Tests/libvsync/abi-check.c"), to: check)
         let missing = dir.appendingPathComponent("none.sock").path
         let result = try Self.run([check, "connect", missing])
-        #expect(result.output.contains("rc=-\(ClientErrorCode.noDaemon.rawValue) client=null"), "\(result.output)")
+        #expect(result.output.contains("rc=-\(ECONNREFUSED) client=null"), "\(result.output)")
         #expect(result.output.contains("last=\(ClientError.noDaemon(socketPath: missing).description)"), "\(result.output)")
     }
 
@@ -239,7 +289,7 @@ struct LibvsyncTests {
         defer { try? FileManager.default.removeItem(at: destdir) }
         let prefix = destdir.appendingPathComponent("usr/local")
         let lib = prefix.appendingPathComponent("lib")
-        for path in ["lib/libvsync.so.0", "lib/libvsync.so", "include/vsync/vsync.h", "lib/pkgconfig/vsync.pc"] {
+        for path in ["lib/libvsync.so.1", "lib/libvsync.so", "include/vsync/vsync.h", "lib/pkgconfig/vsync.pc"] {
             #expect(FileManager.default.fileExists(atPath: prefix.appendingPathComponent(path).path), "\(path) not installed")
         }
         let pc = try String(contentsOf: lib.appendingPathComponent("pkgconfig/vsync.pc"), encoding: .utf8)
@@ -254,7 +304,7 @@ struct LibvsyncTests {
                                  environment: pkgEnvironment)
         try #require(build.status == 0, "the README's cc line failed: \(build.output)")
 
-        let environment = ["LD_LIBRARY_PATH": lib.path, "VSYNC_LIB": lib.appendingPathComponent("libvsync.so.0").path]
+        let environment = ["LD_LIBRARY_PATH": lib.path, "VSYNC_LIB": lib.appendingPathComponent("libvsync.so.1").path]
         let c = try Self.withoutToolchain("'\(work.path)/example' --socket '\(daemon.socketPath)' --fps 30 --frames 12",
                                           environment: environment)
         #expect(c.status == 0, "\(c.output)")

@@ -63,8 +63,13 @@ struct FramePacingVMTests {
 
         let kernel = KernelRecord(out.all("k"))
         try #require(kernel.ordered.count > 500, "kernel recorder: \(out.all("k.err"))")
-        // The mode change: a pause in the record (vkms sets a mode off → on); after it, 144 Hz.
-        let change = try #require(kernel.gaps(longerThan: 50_000_000).last, "no mode-set pause in the kernel record")
+        // The mode change: where the record's progression turns to 144 Hz. (On Linux 6.1 it
+        // paused > 50 ms; on 7.3 the mode set can be quicker than that, so the period tells.)
+        let newMode = try #require(VBlankTruth(kernel: kernel, clients: []).segments.last { abs($0.periodNs - customModePeriodNs(144)) <= 1 },
+                                   "no 144 Hz progression in the kernel record")
+        let firstIndex = try #require(kernel.ordered.firstIndex { $0.sequence == newMode.firstSequence && $0.timestampNs == newMode.firstNs })
+        try #require(firstIndex > 0, "the record starts in the new mode")
+        let change = (before: kernel.ordered[firstIndex - 1], after: kernel.ordered[firstIndex])
         let newModeFirst = change.after.sequence
 
         for (name, work, hz) in [("p60", 5.0, 60.0), ("p144", 5.0, 144.0), ("q144", 20.0, 144.0)] {
@@ -75,7 +80,13 @@ struct FramePacingVMTests {
             // mode set removed, and the first 3 of the new mode.
             let settled = ticks.filter { !($0.targetSequence > change.before.sequence && $0.targetSequence < newModeFirst + 3) }
             let errors = Self.targetErrors(settled, kernel)
-            #expect(errors.count >= settled.count - 2, "\(name): \(settled.count - errors.count) targets the kernel never reached")
+            // A vblank count the kernel itself skipped (its vblank timer fired more than a frame
+            // late under TCG, and the count jumped over it) is a target no vblank ever met: not
+            // the daemon's miss. Any other target missing from the record is, beyond 2.
+            let unreached = settled.filter { kernel.timestamps[$0.targetSequence] == nil }.map(\.targetSequence)
+            let skippedByKernel = unreached.filter(kernel.countJumpsOver)
+            #expect(unreached.count - skippedByKernel.count <= 2, "\(name): \(unreached.count - skippedByKernel.count) targets the kernel never reached: \(unreached.filter { !kernel.countJumpsOver($0) }.prefix(8)); record \(kernel.ordered.first!.sequence)…\(kernel.ordered.last!.sequence), mode change \(change.before.sequence) → \(newModeFirst)")
+            if !skippedByKernel.isEmpty { print("\(name): \(skippedByKernel.count) targets on vblank counts the kernel skipped: \(skippedByKernel.prefix(8))") }
             let wrong = errors.filter { abs($0.errorNs) > 1_000 }
             #expect(wrong.isEmpty, "\(name): targets off the kernel's vblank by > 1 µs: \(wrong.prefix(5).map { ($0.tick.targetSequence, $0.errorNs) })")
             // The newest vblank each tick names is the kernel's, to the nanosecond.

@@ -20,7 +20,7 @@ struct SystemdVMTests {
 
     @Test func packageUnderSystemdServesTicksHardened() async throws {
         let debs = PackageDirectory.path
-        for package in ["vsyncd", "libvsync0"] {
+        for package in ["vsyncd", "libvsync1"] {
             let found = (try? FileManager.default.contentsOfDirectory(atPath: debs))?.contains { $0.hasPrefix(package + "_") && $0.hasSuffix(".deb") } ?? false
             try #require(found, "no \(package) .deb in \(debs): run Scripts/package.sh first")
         }

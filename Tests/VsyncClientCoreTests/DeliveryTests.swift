@@ -71,6 +71,30 @@ struct DeliveryTests {
         #expect(client.subscription(on2)?.display?.refreshMillihertz == 60_000)
     }
 
+    /// A tick read before a mode change in the same read is still handed out (the newest for
+    /// its subscription), but the interval and divisor the subscription keeps are the newer
+    /// ones: what DisplayLink's `duration` reads in the modeChanged handler.
+    @Test func aTickReadBeforeAModeChangeDoesNotUndoIt() throws {
+        let server = ScriptedServer()
+        let client = try Core.client(server)
+        let id = client.subscribe(.primary, range: FrameRateRange(preferredFramesPerSecond: 30))
+        try Core.welcome(client, server)
+        server.send(Core.subscribed(id, divisor: 2))
+        client.dispatch(timeoutMs: 1000)
+        _ = Core.events(client)
+        var changed = Core.display
+        changed.refreshMillihertz = 120_000
+        changed.periodNs = 8_333_333
+        server.send(Core.tick(id, 10, divisor: 2))
+        server.send(.displayEvent(DisplayEvent(kind: .modeChanged, display: changed)))
+        server.send(Core.subscribed(id, divisor: 4, display: changed))
+        client.dispatch(timeoutMs: 1000)
+        let frames = Core.frames(Core.events(client))
+        #expect(frames.map(\.sequence) == [10])
+        #expect(client.subscription(id)?.displayIntervalNs == 8_333_333)
+        #expect(client.subscription(id)?.divisor == 4)
+    }
+
     @Test func aRemovedDisplayIsAnErrorAndAnAddedOneRenewsWhatWaitedForIt() throws {
         let server = ScriptedServer()
         let client = try Core.client(server)

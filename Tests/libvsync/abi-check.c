@@ -44,7 +44,7 @@ static void on_first(struct vsync_link *link, const struct vsync_frame *f, void 
     if (++*count == 3) {
         vsync_link_destroy(link);
         printf("destroyed first\n");
-        second = vsync_link_create(client, "primary", on_second, NULL);
+        vsync_link_create(client, "primary", on_second, NULL, &second);
         vsync_link_set_error_callback(second, on_error);
         if (vsync_link_set_rate(second, 0, 0, 30) != 0) printf("set_rate failed\n");
         if (vsync_link_set_rate(second, 40, 10, 0) != -VSYNC_EINVAL) printf("bad range accepted\n");
@@ -54,8 +54,8 @@ static void on_first(struct vsync_link *link, const struct vsync_frame *f, void 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc >= 2 && !strcmp(argv[1], "strerror")) {
-        for (int code = 1; code <= 12; code++) printf("%d %s\n", code, vsync_strerror(-code));
-        printf("positive %s\n", vsync_strerror(1));
+        for (int code = 1; code <= 133; code++) printf("%d %s\n", code, vsync_strerror(-code));
+        printf("positive %s\n", vsync_strerror(VSYNC_ENODAEMON));
         printf("unknown %s\n", vsync_strerror(999));
         return 0;
     }
@@ -72,6 +72,18 @@ int main(int argc, char **argv) {
                offsetof(struct vsync_frame, reserved), offsetof(struct vsync_frame, target_sequence),
                offsetof(struct vsync_frame, timeline_count), offsetof(struct vsync_frame, reserved2),
                offsetof(struct vsync_frame, timelines));
+        printf("vsync_display %zu struct_size=%zu display_id=%zu crtc_id=%zu connector_id=%zu state=%zu flags=%zu "
+               "refresh_mhz=%zu period_ns=%zu width=%zu height=%zu name=%zu device_path=%zu bus_path=%zu edid_make=%zu "
+               "edid_model=%zu edid_serial=%zu\n",
+               sizeof(struct vsync_display), offsetof(struct vsync_display, struct_size),
+               offsetof(struct vsync_display, display_id), offsetof(struct vsync_display, crtc_id),
+               offsetof(struct vsync_display, connector_id), offsetof(struct vsync_display, state),
+               offsetof(struct vsync_display, flags), offsetof(struct vsync_display, refresh_mhz),
+               offsetof(struct vsync_display, period_ns), offsetof(struct vsync_display, width),
+               offsetof(struct vsync_display, height), offsetof(struct vsync_display, name),
+               offsetof(struct vsync_display, device_path), offsetof(struct vsync_display, bus_path),
+               offsetof(struct vsync_display, edid_make), offsetof(struct vsync_display, edid_model),
+               offsetof(struct vsync_display, edid_serial));
         return 0;
     }
     if (argc >= 3 && !strcmp(argv[1], "connect")) {
@@ -87,9 +99,10 @@ int main(int argc, char **argv) {
             printf("connect failed %d %s\n", rc, vsync_client_last_error(NULL));
             return 1;
         }
-        if (vsync_link_create(client, "crtc:0", on_first, NULL) != NULL) printf("crtc:0 accepted\n");
-        if (vsync_link_create(client, "crtc:x", on_first, NULL) != NULL) printf("crtc:x accepted\n");
-        struct vsync_link *first = vsync_link_create(client, NULL, on_first, &first_count);
+        struct vsync_link *first;
+        if (vsync_link_create(client, "crtc:0", on_first, NULL, &first) != -VSYNC_EINVAL) printf("crtc:0 accepted\n");
+        if (vsync_link_create(client, "crtc:x", on_first, NULL, &first) != -VSYNC_EINVAL) printf("crtc:x accepted\n");
+        vsync_link_create(client, NULL, on_first, &first_count, &first);
         vsync_link_set_error_callback(first, on_error);
         struct pollfd pfd = {.fd = vsync_client_get_fd(client), .events = POLLIN};
         int fd = pfd.fd;

@@ -12,7 +12,8 @@
  * time_ns of drmCrtcQueueSequence's event; lines are flushed one by one. DEPTH requests per CRTC
  * are kept queued ahead, each for an absolute sequence, so a recorder descheduled for up to DEPTH
  * frames on a loaded machine still records every vblank. While a CRTC is off (the queue fails
- * with EINVAL) it retries every 50 ms, so it records across a display going off and on, or lit
+ * with EINVAL) it retries every 2 ms (a mode set turns the CRTC off and on within
+ * a few ms, and a slower retry missed the new mode's first vblanks at 144 Hz on Linux 7.3), so it records across a display going off and on, or lit
  * only after it started. Turning a CRTC off sends every pending event at once with the last
  * vblank's sequence and time: repeated lines, which readers drop. A card that goes (its device
  * disabled) ends that card's recording with one line on stderr; the others go on.
@@ -127,7 +128,7 @@ static int feed(struct stream *s, uint64_t now) {
         uint64_t queued_seq = 0;
         if (drmCrtcQueueSequence(fd, s->crtc, DRM_CRTC_SEQUENCE_RELATIVE | DRM_CRTC_SEQUENCE_NEXT_ON_MISS, 1,
                                  &queued_seq, user) != 0) {
-            if (errno == EINVAL) { s->retry_at_ns = now + 50000000u; return 1; } /* CRTC off: wait for it */
+            if (errno == EINVAL) { s->retry_at_ns = now + 2000000u; return 1; } /* CRTC off: wait for it */
             fprintf(stderr, "kernel-vblank-recorder: drmCrtcQueueSequence on %s CRTC %u: %s\n", s->card->path, s->crtc,
                     strerror(errno));
             return 0;
@@ -191,7 +192,11 @@ int main(int argc, char **argv) {
             polled[n++] = &cards[i];
         }
         if (!alive) return 1;
-        int ready = poll(pfds, (nfds_t)n, 50);
+        /* While a CRTC waits to come back, wake for its retry. */
+        int wait_ms = 50;
+        for (int i = 0; i < nstreams; i++)
+            if (!streams[i].card->dead && streams[i].pending == 0) wait_ms = 2;
+        int ready = poll(pfds, (nfds_t)n, wait_ms);
         for (int i = 0; ready > 0 && i < n; i++) {
             if (pfds[i].revents & POLLIN) drmHandleEvent(polled[i]->fd, &ctx);
             else if (pfds[i].revents & (POLLERR | POLLHUP | POLLNVAL)) {

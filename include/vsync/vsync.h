@@ -9,11 +9,21 @@
  *
  * Threading: a client and its links are used by one thread at a time (like the default queue
  * of libwayland-client). Callbacks run inside vsync_client_dispatch(); a callback may change or
- * destroy its own link or others, and create links, but must not call vsync_client_dispatch()
- * or vsync_client_destroy().
+ * destroy its own link or others, create links, and destroy the client (the dispatch ends after
+ * that callback), but must not call vsync_client_dispatch() or vsync_client_get_displays()
+ * (both return -EBUSY).
  *
- * ABI: libvsync.so.0. Structs the library fills start with struct_size (the size the library
- * filled); fields are only ever appended. Error codes are negative VSYNC_E* values.
+ * Errors follow libdrm's and sd-bus's convention: a call that fails returns a NEGATIVE errno
+ * value (-EINVAL, -ECONNREFUSED, ...), so strerror(-rc) names it right; errno is not set. The
+ * VSYNC_E* names below are the errno values libvsync returns, and vsync_strerror(rc) gives
+ * libvsync's own line for each, saying what to do. vsync_client_last_error() has the whole line
+ * of the last failure (with the socket path, the selector, ...).
+ *
+ * Lifetimes: destroy links and clients in any order. A link outlives its client's destroy as
+ * a dead handle (its calls return -ENOTCONN) until vsync_link_destroy() frees it.
+ *
+ * ABI: libvsync.so.1. Structs the library fills start with struct_size (the size the library
+ * filled); fields are only ever appended. Every export is listed in the library's version script.
  *
  * Build: cc app.c $(pkg-config --cflags --libs vsync)
  */
@@ -21,36 +31,57 @@
 #define VSYNC_VSYNC_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Error codes; calls return them negated. vsync_strerror() explains each in one line. */
-#define VSYNC_ENODAEMON 1      /* no vsyncd listens on the socket */
-#define VSYNC_EACCES 2         /* the user may not connect: not in the socket's group */
-#define VSYNC_ECONNECT 3       /* connecting or talking to vsyncd failed otherwise */
-#define VSYNC_ECONNLOST 4      /* vsyncd closed the connection; the client reconnects */
-#define VSYNC_EREFUSED 5       /* vsyncd refused the handshake (version, too many clients) */
-#define VSYNC_ENODISPLAY 6     /* no display matches the link's selector */
-#define VSYNC_EDISPLAYGONE 7   /* the link's display was unplugged or its card went away */
-#define VSYNC_EREQUEST 8       /* vsyncd rejected a request */
-#define VSYNC_EPROTO 9         /* an unreadable message from vsyncd */
-#define VSYNC_EINVAL 10        /* a bad argument */
-#define VSYNC_ENOMEM 11        /* out of memory */
-#define VSYNC_ETIMEDOUT 12     /* vsyncd did not answer the handshake in time */
+/* The release this header came with; vsync_version() gives the library's at run time. */
+#define VSYNC_VERSION_MAJOR 0
+#define VSYNC_VERSION_MINOR 3
+#define VSYNC_VERSION_MICRO 0
+#define VSYNC_VERSION ((VSYNC_VERSION_MAJOR << 16) | (VSYNC_VERSION_MINOR << 8) | VSYNC_VERSION_MICRO)
+
+/* The errno values calls return negated, as numbers so this header needs no <errno.h>: Linux's
+ * values (a test checks each against <errno.h>). vsync_strerror() explains each in one line. */
+#define VSYNC_ENODAEMON    111  /* no vsyncd listens on the socket (ECONNREFUSED) */
+#define VSYNC_EACCES       13   /* the user may not connect: not in the socket's group (EACCES) */
+#define VSYNC_ECONNECT     5    /* connecting or talking to vsyncd failed otherwise (EIO) */
+#define VSYNC_ECONNLOST    104  /* vsyncd closed the connection; the client reconnects (ECONNRESET) */
+#define VSYNC_EREFUSED     103  /* vsyncd refused the handshake (version, too many clients) (ECONNABORTED) */
+#define VSYNC_ENODISPLAY   19   /* no display matches the link's selector (ENODEV) */
+#define VSYNC_EDISPLAYGONE 6    /* the link's display was unplugged or its card went away (ENXIO) */
+#define VSYNC_EREQUEST     121  /* vsyncd rejected a request (EREMOTEIO) */
+#define VSYNC_EPROTO       71   /* an unreadable message from vsyncd (EPROTO) */
+#define VSYNC_EINVAL       22   /* a bad argument (EINVAL) */
+#define VSYNC_ENOMEM       12   /* out of memory (ENOMEM) */
+#define VSYNC_ETIMEDOUT    110  /* vsyncd did not answer in time (ETIMEDOUT) */
+#define VSYNC_ENOTCONN     107  /* the link's client was destroyed (ENOTCONN) */
+#define VSYNC_EBUSY        16   /* called from inside a callback, where it may not be (EBUSY) */
 
 /* struct vsync_frame.flags: where the frame's timestamp came from. */
 #define VSYNC_FRAME_HARDWARE 1u  /* the kernel's vblank timestamp */
 #define VSYNC_FRAME_PREDICTED 2u /* a prediction of the daemon's refresh model */
 #define VSYNC_FRAME_SYNTHETIC 4u /* vsyncd's timer source: no display behind it */
 
-/* struct vsync_display_event.kind */
+/* struct vsync_display_event.kind. 1-3 are the wire's kinds; WAITING is the library's own, so it
+ * sits apart from them (the wire's 4 and 5, added and removed, never reach a link as events). */
 #define VSYNC_DISPLAY_MODE_CHANGED 1 /* new refresh: re-read the rate */
 #define VSYNC_DISPLAY_OFF 2          /* frames stop until it is on again */
 #define VSYNC_DISPLAY_ON 3
-#define VSYNC_DISPLAY_WAITING 4      /* no such display yet: frames start when it appears (0.3.0) */
+#define VSYNC_DISPLAY_WAITING 256    /* no such display yet: frames start when it appears */
+
+/* struct vsync_display.state and .flags */
+#define VSYNC_DISPLAY_STATE_OFF 0u
+#define VSYNC_DISPLAY_STATE_ON 1u
+#define VSYNC_DISPLAY_FLAG_HARDWARE_CLOCK 1u /* timestamps from the kernel's vblank clock */
+#define VSYNC_DISPLAY_FLAG_SYNTHETIC 2u      /* vsyncd's timer source: no display behind it */
+#define VSYNC_DISPLAY_FLAG_PRIMARY 4u        /* what the selector NULL / "primary" picks */
+
+/* vsyncd lists at most this many displays. */
+#define VSYNC_MAX_DISPLAYS 42
 
 struct vsync_client;
 struct vsync_link;
@@ -94,71 +125,115 @@ struct vsync_display_event {
     uint64_t period_ns;           /* the display's frame interval */
 };
 
+/* One display as vsyncd lists it (vsync_client_get_displays). Strings are NUL-terminated UTF-8,
+ * "" when unknown. The identity fields say which monitor it is across reboots and replugs. */
+struct vsync_display {
+    uint32_t struct_size;         /* bytes the library filled; newer libraries append fields */
+    uint32_t display_id;          /* vsyncd's id: the selector "display:ID" */
+    uint32_t crtc_id;             /* the DRM CRTC ("crtc:ID"); 0 for the timer source */
+    uint32_t connector_id;        /* the DRM connector; 0 for the timer source */
+    uint32_t state;               /* VSYNC_DISPLAY_STATE_* */
+    uint32_t flags;               /* VSYNC_DISPLAY_FLAG_* */
+    uint64_t refresh_mhz;         /* exact refresh in millihertz (59940 = 59.94 Hz); 0 if off */
+    uint64_t period_ns;           /* the display's frame interval */
+    uint32_t width;               /* active pixels; 0 for the timer source */
+    uint32_t height;
+    char name[40];                /* the connector: "HDMI-A-1", "Virtual-1"; "timer" */
+    char device_path[64];         /* the card: "/dev/dri/card0" */
+    char bus_path[128];           /* the card's stable path, as in /dev/dri/by-path: "pci-0000:00:02.0" */
+    char edid_make[16];           /* the monitor's EDID manufacturer ("DEL") */
+    char edid_model[32];          /* its EDID model name */
+    char edid_serial[32];         /* its EDID serial number */
+};
+
 typedef void (*vsync_frame_fn)(struct vsync_link *link, const struct vsync_frame *frame, void *user);
 typedef void (*vsync_display_fn)(struct vsync_link *link, const struct vsync_display_event *event, void *user);
-/* code is a negative VSYNC_E*; message is one line saying what failed and what to do, valid
- * during the call. Connection errors are reported once per link until the next handshake. */
+/* code is a negative errno (VSYNC_E*); message is one line saying what failed and what to do,
+ * valid during the call. Connection errors are reported once per link until the next handshake. */
 typedef void (*vsync_error_fn)(struct vsync_link *link, int code, const char *message, void *user);
+
+/* The library's version, encoded as VSYNC_VERSION is: (major << 16) | (minor << 8) | micro. */
+uint32_t vsync_version(void);
 
 /* Connects to vsyncd and does the handshake (waiting up to 2 s). socket_path NULL means
  * $VSYNCD_SOCKET, else /run/vsyncd/vsyncd.sock. Returns 0 and the client in *out, or a negative
- * VSYNC_E* (*out is then NULL; vsync_client_last_error(NULL) gives the whole line). */
+ * errno (*out is then NULL; vsync_client_last_error(NULL) on this thread gives the whole line). */
 int vsync_client_connect(const char *socket_path, struct vsync_client **out);
 
 /* The fd to poll for reading. It stays the same for the client's life, across reconnects. */
 int vsync_client_get_fd(struct vsync_client *client);
 
-/* Waits up to timeout_ms (0: not at all, -1: until something happens; a signal ends the wait),
- * reads what is pending, reconnects if vsyncd went away, and runs the callbacks. Returns the
- * number of frames delivered, or a negative VSYNC_E*. */
+/* Waits up to timeout_ms (0: not at all, -1: until something happens), reads what is pending,
+ * reconnects if vsyncd went away, and runs the callbacks. A signal ends the wait (0 frames), also
+ * one whose handler has SA_RESTART. Returns the number of frames delivered, or a negative errno
+ * (-EBUSY from inside a callback). */
 int vsync_client_dispatch(struct vsync_client *client, int timeout_ms);
 
-/* The last error's whole line (with the socket path), or "" if none; valid until the next call
- * on the client. With NULL: why the last vsync_client_connect() failed (not thread-safe). */
-const char *vsync_client_last_error(struct vsync_client *client);
+/* Asks vsyncd for its displays and waits for the answer (up to 2 s, connecting first if the
+ * client is between connections). Fills up to capacity records of element_size bytes each
+ * (pass sizeof(struct vsync_display): the library fills what both versions know and sets
+ * struct_size) and returns how many displays vsyncd has, which may exceed capacity (at most
+ * VSYNC_MAX_DISPLAYS); displays may be NULL when capacity is 0. Frames read while waiting are
+ * delivered by the next vsync_client_dispatch() (the fd is readable). Negative errno on failure:
+ * -EINVAL (element_size too small), -EBUSY (inside a callback), -ETIMEDOUT, a connection error. */
+int vsync_client_get_displays(struct vsync_client *client, struct vsync_display *displays, size_t capacity,
+                              size_t element_size);
 
-/* Closes the connection and frees the client and every link still on it. */
+/* With a client: its last error's whole line (with the socket path), or "" if none, valid until
+ * the next call on the client. With NULL: the whole line of this thread's last failed
+ * vsync_client_connect(), valid until this thread's next connect. */
+const char *vsync_client_last_error(const struct vsync_client *client);
+
+/* Closes the connection and frees the client. Links still alive become dead handles: free each
+ * with vsync_link_destroy() (any order is safe). */
 void vsync_client_destroy(struct vsync_client *client);
 
 /* A link to one display: display NULL or "primary", a connector name ("HDMI-A-1"), "crtc:ID" or
  * "display:ID". Frames come at the display's full rate unless vsync_link_set_rate() says
  * otherwise; settings made before the next vsync_client_dispatch() travel with the link's request
- * (the fd is readable until then), so its first frame already obeys them. NULL if an argument is
- * invalid. user is passed to every callback of the link. */
-struct vsync_link *vsync_link_create(struct vsync_client *client, const char *display, vsync_frame_fn fn, void *user);
+ * (the fd is readable until then), so its first frame already obeys them. user is passed to every
+ * callback of the link. Returns 0 and the link in *out, or a negative errno (*out NULL; the
+ * client's last error says why): -EINVAL for an invalid selector ("crtc:0", a name over 32
+ * bytes). A display that does not exist is reported later, through the error callback. */
+int vsync_link_create(struct vsync_client *client, const char *display, vsync_frame_fn fn, void *user,
+                      struct vsync_link **out);
 
 /* The rates the link accepts, like CAFrameRateRange: it gets refresh / d for a whole d, the one
  * inside [min, max] nearest preferred (max 0: no bound; preferred 0: the highest). All 0: the
- * display's full rate. 0, or -VSYNC_EINVAL for a range that is not finite, >= 0 and ordered. */
+ * display's full rate. 0, or -EINVAL for a range that is not finite, >= 0 and ordered. */
 int vsync_link_set_rate(struct vsync_link *link, double min_fps, double max_fps, double preferred_fps);
 
 /* Wake the link ns before each target vblank, rather than just after each vblank (0, the
  * default): the frame's target_timestamp_ns is then the vblank to present at, ns from now. ns may
- * exceed a frame (frames overlap); at most 1 s. 0, or -VSYNC_EINVAL. Since 0.3.0; a vsyncd older
- * than 0.3.0 ignores it. */
+ * exceed a frame (frames overlap); at most 1 s. 0, or -EINVAL. A vsyncd older than 0.3.0
+ * ignores it. */
 int vsync_link_set_work_duration(struct vsync_link *link, uint64_t ns);
 
 /* While the display is off, or refuses vblank events, keep delivering frames predicted at the
- * last mode's rate, flagged VSYNC_FRAME_PREDICTED (default: none until it is on). Since 0.3.0. */
+ * last mode's rate, flagged VSYNC_FRAME_PREDICTED (default: none until it is on). */
 int vsync_link_set_predict_while_off(struct vsync_link *link, bool on);
 
 /* Paused, vsyncd sends nothing for the link (and asks the kernel for nothing if no link runs). */
 int vsync_link_set_paused(struct vsync_link *link, bool paused);
 
-void vsync_link_set_display_callback(struct vsync_link *link, vsync_display_fn fn);
-void vsync_link_set_error_callback(struct vsync_link *link, vsync_error_fn fn);
+/* The link's display and error callbacks (NULL: none). 0, or -EINVAL / -ENOTCONN. */
+int vsync_link_set_display_callback(struct vsync_link *link, vsync_display_fn fn);
+int vsync_link_set_error_callback(struct vsync_link *link, vsync_error_fn fn);
 
 /* The display's exact refresh (mHz) and frame interval (ns), as vsyncd last said; 0 until it has
- * answered. Returns 0, or -VSYNC_EINVAL. */
+ * answered. Returns 0, or -EINVAL / -ENOTCONN. */
 int vsync_link_get_refresh(struct vsync_link *link, uint64_t *refresh_mhz, uint64_t *period_ns);
 
 /* The refresh rounded to whole frames per second (59.94 Hz gives 60), CADisplayLink's
- * maximumFramesPerSecond; 0 until vsyncd has answered. */
+ * maximumFramesPerSecond; 0 until vsyncd has answered, or a negative errno. */
 int vsync_link_get_max_fps(struct vsync_link *link);
 
+/* Unsubscribes and frees the link, before or after its client's destroy; safe inside its own
+ * callback. Frames already read for it are dropped. */
 void vsync_link_destroy(struct vsync_link *link);
 
-/* The one line that explains a VSYNC_E* code (negative or positive). */
+/* The one line that explains a code (negative or positive): libvsync's line for a VSYNC_E*
+ * value, the C library's strerror() text for another errno. Static; never NULL. */
 const char *vsync_strerror(int code);
 
 /* CLOCK_MONOTONIC now, in ns: the clock of every timestamp. */

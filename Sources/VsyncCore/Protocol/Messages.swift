@@ -1,5 +1,5 @@
 // The messages' bodies. Byte layouts are in docs/PROTOCOL.md and in the codec
-// (ClientMessage.swift, ServerMessage.swift, DisplayInfo+Wire.swift).
+// (ClientMessage.swift, ServerMessage.swift, Tick+Wire.swift; the display record in MessageHeader.swift).
 
 /// HELLO: the client's first message, offering a range of protocol versions.
 public struct Hello: Sendable, Equatable {

@@ -9,13 +9,21 @@
 ///   period is rejected (`.outlier`) and kept out of the fit.
 /// - `restartRun` consecutive rejected samples that fit a line among themselves mean the
 ///   display changed under us (a mode change nobody reported): the model restarts from them.
+/// - Timestamps the kernel took at interrupt time rather than scanout (a driver without
+///   `get_vblank_timestamp`, or `drm.timestamp_precision_usec=0`) are late by the interrupt
+///   latency: one-sided, often a millisecond. Once the window's residuals are large and
+///   skewed late or flat (`TimestampSource.interrupt`, `ResidualShape`), the period and phase
+///   come from the window's envelope instead (`EnvelopeFit`): the vblanks stamped soonest lie
+///   on the grid. Outliers are still judged against the least-squares line, as before.
 /// - A rejected sample after a long gap (over `longGapNs` in time or in sequence) means the
 ///   clock or the counter jumped (suspend/resume): the phase restarts at once, keeping the
 ///   period. A long gap that agrees with the period is simply accepted.
 ///
 /// Cost per sample: one O(window) refit with no allocation (the window is a ring buffer
-/// allocated once): about 1.6 µs at window 120 built with -O on the loaded 2-core build
-/// machine, 0.15 µs at window 6. Timestamps are taken relative to the newest sample before they become
+/// allocated once): three passes over the window (means, sums, residual moments), about
+/// 1.3 µs a sample at window 120 built with -O on the loaded 2-core build machine; on an
+/// interrupt-stamped display the envelope's hull passes bring it to 4-5 µs (measured with a
+/// -O build of these files fed 200 000 exact, exponential-latency and host-tick samples). Timestamps are taken relative to the newest sample before they become
 /// Doubles, so nanosecond precision holds for any CLOCK_MONOTONIC value.
 public struct RefreshModel: Sendable {
     public enum Verdict: Sendable, Hashable {
@@ -46,6 +54,14 @@ public struct RefreshModel: Sendable {
     /// lets a rejected sample restart the phase at once.
     public static let longGapNs = 1e9
 
+    /// Samples needed before the residuals' spread can say how the timestamps were taken.
+    public static let minimumSamplesForSpread = 24
+    /// The residuals say "interrupt time" when their RMS is at least this and their skewness
+    /// (late tail) at least `interruptSkewness`; they say "scanout" again below half of either.
+    /// Scanout stamps are within a few µs; interrupt latency is hundreds of µs, always late.
+    public static let interruptSpreadNs = 10_000.0
+    public static let interruptSkewness = 1.0
+
     /// The window's capacity in samples.
     public let window: Int
     /// The period the caller gave (`init` or `reset`).
@@ -60,6 +76,10 @@ public struct RefreshModel: Sendable {
     public private(set) var outlierCount: UInt64 = 0
     /// Times the model restarted by itself (display change or clock jump), in total.
     public private(set) var restartCount: UInt64 = 0
+    /// What the timestamps' spread says they are. Kept across `reset` (it is the driver's
+    /// habit, not the mode's) and judged again once `minimumSamplesForSpread` are in.
+    public var timestampSource: TimestampSource { shape == .centered ? .scanout : .interrupt }
+    private var shape = ResidualShape.centered
 
     private var priorPeriodNs: Double
     // Ring buffer of accepted samples; `head` is the next slot to write.
@@ -71,6 +91,14 @@ public struct RefreshModel: Sendable {
     private var refSeq: UInt64 = 0
     private var refTs: UInt64 = 0
     private var offsetNs = 0.0
+    // The least-squares line (the same as the fitted one unless the envelope is used):
+    // outliers are judged against it, as before the envelope existed.
+    private var centerPeriodNs: Double
+    private var centerOffsetNs = 0.0
+    private var hullStack: [Int]
+    private var upperHullStack: [Int]
+    private var scratchX: [Double]
+    private var scratchY: [Double]
     private var lastSeen: UInt64?
     /// The newest timestamp seen. Kept across `reset`: a driver may restart the count with a
     /// mode, but CLOCK_MONOTONIC never goes back, so this is what keeps a vblank from counting
@@ -88,6 +116,11 @@ public struct RefreshModel: Sendable {
         self.nominalPeriodNs = nominalPeriodNs
         self.priorPeriodNs = nominalPeriodNs
         self.periodNs = nominalPeriodNs
+        self.centerPeriodNs = nominalPeriodNs
+        hullStack = Array(repeating: 0, count: self.window)
+        upperHullStack = Array(repeating: 0, count: self.window)
+        scratchX = Array(repeating: 0, count: self.window)
+        scratchY = Array(repeating: 0, count: self.window)
         sequences = Array(repeating: 0, count: self.window)
         timestamps = Array(repeating: 0, count: self.window)
         runSequences = Array(repeating: 0, count: Self.restartRun)
@@ -115,14 +148,24 @@ public struct RefreshModel: Sendable {
     }
 
     /// Root mean square residual of the window's samples against the fit, ns (0 with < 2).
+    /// Against the lower envelope on an interrupt-stamped display: how late the stamps are.
     public var jitterNs: Double {
         guard count >= 2 else { return 0 }
         var sum = 0.0
         for i in 0..<count {
-            let r = residual(sequences[i], timestamps[i])
+            let r = fittedResidual(sequences[i], timestamps[i])
             sum += r * r
         }
         return (sum / Double(count)).squareRoot()
+    }
+
+    /// Each sample in the window against the fitted line, oldest first, ns. Allocates: for
+    /// reports (`quality`), not for the tick path.
+    public var residualsNs: [Double] {
+        (0..<count).map { k in
+            let i = (head - count + k + window) % window
+            return fittedResidual(sequences[i], timestamps[i])
+        }
     }
 
     /// Starts over for a mode change: forgets the samples, the fit and the last sequence (the
@@ -182,13 +225,20 @@ public struct RefreshModel: Sendable {
         offsetNs + periodNs * signedDelta(sequence, refSeq)
     }
 
+    /// Against the least-squares line: what outliers are judged by.
     private func residual(_ sequence: UInt64, _ timestamp: UInt64) -> Double {
+        signedDelta(timestamp, refTs) - (centerOffsetNs + centerPeriodNs * signedDelta(sequence, refSeq))
+    }
+
+    private func fittedResidual(_ sequence: UInt64, _ timestamp: UInt64) -> Double {
         signedDelta(timestamp, refTs) - predictedOffset(sequence)
     }
 
     private mutating func clear(priorPeriodNs: Double) {
         self.priorPeriodNs = priorPeriodNs
         periodNs = priorPeriodNs
+        centerPeriodNs = priorPeriodNs
+        centerOffsetNs = 0
         head = 0
         count = 0
         runCount = 0
@@ -208,6 +258,8 @@ public struct RefreshModel: Sendable {
         refTs = newestTimestamp
         offsetNs = 0
         periodNs = priorPeriodNs
+        centerOffsetNs = 0
+        centerPeriodNs = priorPeriodNs
         guard count >= Self.minimumSamplesForFit else { return }
         // Two passes (means, then centered sums) with no division in the loop: this runs on
         // every vblank of every CRTC.
@@ -228,6 +280,44 @@ public struct RefreshModel: Sendable {
         if slope > 0, slope.isFinite {
             periodNs = slope
             offsetNs = meanY - slope * meanX
+        }
+        centerPeriodNs = periodNs
+        centerOffsetNs = offsetNs
+        if count >= Self.minimumSamplesForSpread { judgeSpread() }
+        guard shape != .centered else { return }
+        // The window in order, oldest first, as Doubles: the hull reads each point several times.
+        var i = (head - count + window) % window
+        for k in 0..<count {
+            scratchX[k] = signedDelta(sequences[i], refSeq)
+            scratchY[k] = signedDelta(timestamps[i], refTs)
+            i = i + 1 == window ? 0 : i + 1
+        }
+        let (xs, ys) = (scratchX, scratchY)
+        let envelope = shape == .flat
+            ? EnvelopeFit.minimax(count: count, lowerStack: &hullStack, upperStack: &upperHullStack,
+                                  x: { xs[$0] }, y: { ys[$0] })
+            : EnvelopeFit.lower(count: count, stack: &hullStack, x: { xs[$0] }, y: { ys[$0] })
+        if let line = envelope {
+            periodNs = line.slope
+            offsetNs = line.interceptAtZero
+        }
+    }
+
+    /// Residual moments against the least-squares line: large and skewed late means the
+    /// kernel stamped the interrupt, not scanout. Hysteresis keeps the verdict from flapping.
+    private mutating func judgeSpread() {
+        var moments = ResidualMoments()
+        for i in 0..<count { moments.add(residual(sequences[i], timestamps[i])) }
+        if shape == .centered {
+            shape = moments.shape(entering: true) ?? .centered
+            return
+        }
+        // Interrupt-stamped: the shape may turn (skewed ↔ flat) by the entering thresholds,
+        // but it leaves only by the looser ones.
+        if moments.shape(entering: false) == .centered {
+            shape = .centered
+        } else if let now = moments.shape(entering: true), now != .centered {
+            shape = now
         }
     }
 

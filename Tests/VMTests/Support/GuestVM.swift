@@ -27,8 +27,10 @@ enum GuestVM {
     /// exit status. Throws `GuestVMError` when the test bed itself fails (no qemu or kernel, guest
     /// not up, timeout), never a mere non-zero status of the command.
     /// With `systemd`, systemd is the guest's PID 1 and runs `command` as a unit (vm-run.sh --systemd).
+    /// `append`: more kernel command line (vm-run.sh --append, the 7.x test bed's).
     static func run(
-        _ command: [String], timeout: Int = 300, env: [String: String] = [:], systemd: Bool = false
+        _ command: [String], timeout: Int = 300, env: [String: String] = [:], systemd: Bool = false,
+        append: String? = nil
     ) async throws -> GuestResult {
         let script = script.path
         guard FileManager.default.isExecutableFile(atPath: script) else {
@@ -36,6 +38,7 @@ enum GuestVM {
         }
         var arguments = ["--timeout", String(timeout)]
         if systemd { arguments.append("--systemd") }
+        if let append { arguments += ["--append", append] }
         for (name, value) in env.sorted(by: { $0.key < $1.key }) {
             arguments += ["--env", "\(name)=\(value)"]
         }

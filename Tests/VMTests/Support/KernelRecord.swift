@@ -39,6 +39,13 @@ struct KernelRecord {
         return grouped.mapValues(KernelRecord.init)
     }
 
+    /// Whether the kernel's own count jumped over `sequence`: the record has vblanks on both
+    /// sides of it but no event with it. (The vblank timer of Linux 7.x's vkms counts every period
+    /// that passed when it fires late, so a count can go by with no event of its own.)
+    func countJumpsOver(_ sequence: UInt64) -> Bool {
+        timestamps[sequence] == nil && zip(ordered, ordered.dropFirst()).contains { $0.sequence < sequence && sequence < $1.sequence }
+    }
+
     /// Pauses in the record longer than `ns`: the CRTC was off, or a mode set.
     func gaps(longerThan ns: UInt64) -> [(before: (sequence: UInt64, timestampNs: UInt64), after: (sequence: UInt64, timestampNs: UInt64))] {
         zip(ordered, ordered.dropFirst()).filter { $1.timestampNs - $0.timestampNs > ns }.map { ($0, $1) }

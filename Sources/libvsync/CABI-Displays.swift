@@ -1,0 +1,65 @@
+// vsync_client_get_displays: the daemon's display list as struct vsync_display records.
+import CVsyncABI
+internal import CVsyncSys
+
+@_cdecl("vsync_client_get_displays")
+public func vsync_client_get_displays(_ c: OpaquePointer?, _ out: UnsafeMutableRawPointer?, _ capacity: Int,
+                                      _ elementSize: Int) -> Int32 {
+    guard let c = client(c), let core = c.core else { return -ClientErrorCode.invalidArgument.rawValue }
+    let size = MemoryLayout<vsync_display>.size
+    guard elementSize >= size else {
+        return c.fail(.invalidArgument, "vsync_client_get_displays: element_size \(elementSize) is below sizeof(struct vsync_display), \(size): pass sizeof *displays")
+    }
+    guard capacity == 0 || out != nil else {
+        return c.fail(.invalidArgument, "vsync_client_get_displays: displays is NULL with capacity \(capacity)")
+    }
+    guard !c.dispatching else {
+        return c.fail(.busy, "vsync_client_get_displays: called from inside a callback; call it after dispatch returns")
+    }
+    let displays: [DisplayInfo]
+    do throws(ClientError) {
+        displays = try core.listDisplays(timeoutNs: 2_000_000_000)
+    } catch {
+        c.remember(error.description)
+        if case .connectionFailed(_, let errno) = error, errno == ETIMEDOUT { return -ClientErrorCode.timedOut.rawValue }
+        return -error.code.rawValue
+    }
+    for (i, info) in displays.prefix(capacity).enumerated() {
+        let element = out! + i * elementSize
+        // Zero the whole element: a newer caller's fields past ours read as "unknown".
+        element.initializeMemory(as: UInt8.self, repeating: 0, count: elementSize)
+        element.storeBytes(of: cDisplay(info), as: vsync_display.self)
+    }
+    return Int32(displays.count)
+}
+
+func cDisplay(_ info: DisplayInfo) -> vsync_display {
+    var d = vsync_display()
+    d.struct_size = UInt32(MemoryLayout<vsync_display>.size)
+    d.display_id = info.displayID
+    d.crtc_id = info.crtcID
+    d.connector_id = info.connectorID
+    d.state = info.state == .on ? VSYNC_DISPLAY_STATE_ON : VSYNC_DISPLAY_STATE_OFF
+    d.flags = info.flags.rawValue
+    d.refresh_mhz = info.refreshMillihertz
+    d.period_ns = info.periodNs
+    d.width = UInt32(info.width)
+    d.height = UInt32(info.height)
+    fill(&d.name, info.connectorName)
+    // The wire names the card ("card0"); DRM cards live in /dev/dri. The timer source has none.
+    if info.deviceName.hasPrefix("card") { fill(&d.device_path, "/dev/dri/" + info.deviceName) }
+    // bus_path and the EDID make, model and serial stay "": the protocol's display record does
+    // not carry them yet (issue 20 adds them to DisplayInfo; they are filled from there).
+    return d
+}
+
+/// Copies `text` into a fixed C char array, NUL-terminated, cut at a UTF-8 boundary to fit.
+func fill<T>(_ field: inout T, _ text: String) {
+    withUnsafeMutableBytes(of: &field) { raw in
+        var n = min(text.utf8.count, raw.count - 1)
+        let bytes = Array(text.utf8)
+        while n > 0 && n < bytes.count && bytes[n] & 0xC0 == 0x80 { n -= 1 }
+        for i in 0..<n { raw[i] = bytes[i] }
+        raw[n] = 0
+    }
+}

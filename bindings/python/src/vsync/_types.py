@@ -1,0 +1,80 @@
+"""What the callbacks and queries hand out: frames, display events, displays."""
+import dataclasses
+
+from . import _lib
+
+
+@dataclasses.dataclass(frozen=True)
+class Frame:
+    """One frame: the newest tick of a link in one dispatch. Times are CLOCK_MONOTONIC ns."""
+    display_id: int
+    sequence: int             # the newest vblank's sequence
+    timestamp_ns: int         # when it happened (CADisplayLink timestamp)
+    target_timestamp_ns: int  # the frame's deadline: the time of vblank target_sequence
+    target_sequence: int
+    duration_ns: int          # the display's frame interval
+    interval_ns: int          # divisor * duration_ns
+    skipped: int              # frames at the link's rate not delivered since the last one
+    divisor: int
+    flags: int
+    received_ns: int
+    timelines: tuple          # ((sequence, presentation_ns), ...): the target, then later vblanks
+
+    @property
+    def synthetic(self):
+        return bool(self.flags & _lib.FRAME_SYNTHETIC)
+
+    @property
+    def predicted(self):
+        return bool(self.flags & _lib.FRAME_PREDICTED)
+
+    @classmethod
+    def _from(cls, f):
+        count = min(f.timeline_count, 4)
+        return cls(f.display_id, f.sequence, f.timestamp_ns, f.target_timestamp_ns, f.target_sequence,
+                   f.duration_ns, f.interval_ns, f.skipped, f.divisor, f.flags, f.received_ns,
+                   tuple((t.sequence, t.presentation_ns) for t in f.timelines[:count]))
+
+
+@dataclasses.dataclass(frozen=True)
+class DisplayEvent:
+    kind: str                 # "mode_changed", "off", "on", "waiting", or "kind N"
+    display_id: int
+    refresh_mhz: int
+    period_ns: int
+
+
+_KINDS = {_lib.DISPLAY_MODE_CHANGED: "mode_changed", _lib.DISPLAY_OFF: "off", _lib.DISPLAY_ON: "on",
+          _lib.DISPLAY_WAITING: "waiting"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Display:
+    """One display as vsyncd lists it; identity strings are "" when vsyncd does not know them."""
+    id: int                   # the selector "display:ID"
+    name: str                 # the connector ("HDMI-A-1"); "timer" for the timer source
+    on: bool
+    refresh_mhz: int          # exact refresh in millihertz; 0 if off
+    period_ns: int
+    width: int
+    height: int
+    crtc_id: int
+    connector_id: int
+    flags: int
+    device_path: str          # "/dev/dri/card0"
+    bus_path: str             # "pci-0000:00:02.0"
+    edid_make: str
+    edid_model: str
+    edid_serial: str
+
+    @property
+    def primary(self):
+        return bool(self.flags & _lib.DISPLAY_FLAG_PRIMARY)
+
+    @property
+    def refresh_hz(self):
+        return self.refresh_mhz / 1000
+
+
+def _text(raw):
+    return raw.decode("utf-8", errors="replace")

@@ -1,0 +1,178 @@
+use crate::sys;
+use std::os::raw::c_char;
+
+/// One upcoming presentation candidate at the link's rate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Timeline {
+    /// A vblank the frame could be shown at.
+    pub sequence: u64,
+    /// Its predicted time (CLOCK_MONOTONIC ns).
+    pub presentation_ns: u64,
+}
+
+/// One frame: the newest tick of a link in one dispatch. Times are CLOCK_MONOTONIC ns.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Frame {
+    pub display_id: u32,
+    /// The newest vblank's 64-bit sequence.
+    pub sequence: u64,
+    /// When that vblank happened (CADisplayLink `timestamp`).
+    pub timestamp_ns: u64,
+    /// The predicted time of vblank `target_sequence`: the frame's deadline (`targetTimestamp`).
+    pub target_timestamp_ns: u64,
+    /// The vblank the frame is for.
+    pub target_sequence: u64,
+    /// The display's frame interval (CADisplayLink `duration`).
+    pub duration_ns: u64,
+    /// `divisor × duration_ns`: the frame time at the link's rate.
+    pub interval_ns: u64,
+    /// Frames at the link's rate not delivered since the last one.
+    pub skipped: u32,
+    /// The link gets every `divisor`-th vblank.
+    pub divisor: u32,
+    /// `sys::VSYNC_FRAME_*`: hardware, predicted, synthetic.
+    pub flags: u32,
+    /// When the library read the tick.
+    pub received_ns: u64,
+    timeline_count: usize,
+    timelines: [Timeline; 4],
+}
+
+impl Frame {
+    pub(crate) fn from_raw(f: &sys::vsync_frame) -> Frame {
+        let mut timelines = [Timeline::default(); 4];
+        for (t, raw) in timelines.iter_mut().zip(f.timelines.iter()) {
+            *t = Timeline { sequence: raw.sequence, presentation_ns: raw.presentation_ns };
+        }
+        Frame {
+            display_id: f.display_id,
+            sequence: f.sequence,
+            timestamp_ns: f.timestamp_ns,
+            target_timestamp_ns: f.target_timestamp_ns,
+            target_sequence: f.target_sequence,
+            duration_ns: f.duration_ns,
+            interval_ns: f.interval_ns,
+            skipped: f.skipped,
+            divisor: f.divisor,
+            flags: f.flags,
+            received_ns: f.received_ns,
+            timeline_count: (f.timeline_count as usize).min(4),
+            timelines,
+        }
+    }
+
+    /// The target, then up to three later vblanks at the link's rate.
+    pub fn timelines(&self) -> &[Timeline] {
+        &self.timelines[..self.timeline_count]
+    }
+
+    /// From vsyncd's timer source: no display behind it.
+    pub fn is_synthetic(&self) -> bool {
+        self.flags & sys::VSYNC_FRAME_SYNTHETIC != 0
+    }
+
+    /// A prediction (the display is off), not a vblank that happened.
+    pub fn is_predicted(&self) -> bool {
+        self.flags & sys::VSYNC_FRAME_PREDICTED != 0
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DisplayEventKind {
+    /// A new refresh: re-read the rate.
+    ModeChanged,
+    /// Frames stop until it is on again.
+    Off,
+    On,
+    /// No such display yet: frames start when it appears.
+    Waiting,
+    /// A kind a newer library reports.
+    Other(u32),
+}
+
+/// A change to a link's display.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DisplayEvent {
+    pub kind: DisplayEventKind,
+    pub display_id: u32,
+    /// Exact refresh in millihertz; 0 while off.
+    pub refresh_mhz: u64,
+    pub period_ns: u64,
+}
+
+impl DisplayEvent {
+    pub(crate) fn from_raw(e: &sys::vsync_display_event) -> DisplayEvent {
+        let kind = match e.kind {
+            sys::VSYNC_DISPLAY_MODE_CHANGED => DisplayEventKind::ModeChanged,
+            sys::VSYNC_DISPLAY_OFF => DisplayEventKind::Off,
+            sys::VSYNC_DISPLAY_ON => DisplayEventKind::On,
+            sys::VSYNC_DISPLAY_WAITING => DisplayEventKind::Waiting,
+            other => DisplayEventKind::Other(other),
+        };
+        DisplayEvent { kind, display_id: e.display_id, refresh_mhz: e.refresh_mhz, period_ns: e.period_ns }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DisplayState {
+    Off,
+    On,
+}
+
+/// One display as vsyncd lists it. Identity strings are "" when vsyncd does not know them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Display {
+    /// vsyncd's id: the selector `"display:ID"`.
+    pub id: u32,
+    /// The connector: "HDMI-A-1", "Virtual-1"; "timer" for the timer source.
+    pub name: String,
+    pub state: DisplayState,
+    /// Exact refresh in millihertz (59940 = 59.94 Hz); 0 if off.
+    pub refresh_mhz: u64,
+    pub period_ns: u64,
+    pub width: u32,
+    pub height: u32,
+    pub crtc_id: u32,
+    pub connector_id: u32,
+    /// `sys::VSYNC_DISPLAY_FLAG_*`.
+    pub flags: u32,
+    /// The card: "/dev/dri/card0".
+    pub device_path: String,
+    /// The card's stable bus path ("pci-0000:00:02.0").
+    pub bus_path: String,
+    pub edid_make: String,
+    pub edid_model: String,
+    pub edid_serial: String,
+}
+
+fn text(chars: &[c_char]) -> String {
+    let bytes: Vec<u8> = chars.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+impl Display {
+    pub(crate) fn from_raw(d: &sys::vsync_display) -> Display {
+        Display {
+            id: d.display_id,
+            name: text(&d.name),
+            state: if d.state == sys::VSYNC_DISPLAY_STATE_ON { DisplayState::On } else { DisplayState::Off },
+            refresh_mhz: d.refresh_mhz,
+            period_ns: d.period_ns,
+            width: d.width,
+            height: d.height,
+            crtc_id: d.crtc_id,
+            connector_id: d.connector_id,
+            flags: d.flags,
+            device_path: text(&d.device_path),
+            bus_path: text(&d.bus_path),
+            edid_make: text(&d.edid_make),
+            edid_model: text(&d.edid_model),
+            edid_serial: text(&d.edid_serial),
+        }
+    }
+
+    /// What the selector `None` / "primary" picks.
+    pub fn is_primary(&self) -> bool {
+        self.flags & sys::VSYNC_DISPLAY_FLAG_PRIMARY != 0
+    }
+}
