@@ -131,6 +131,7 @@ extension DisplaySelector {
         case .crtc(let id): "crtc \(id)"
         case .connector(let name): "'\(name)'"
         case .display(let id): "display \(id)"
+        case .match(let m): "'\(m.text)'"
         }
     }
 }

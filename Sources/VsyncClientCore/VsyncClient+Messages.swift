@@ -177,6 +177,12 @@ extension VsyncClient {
         case .removed:
             for id in subscriptions.keys.sorted() {
                 guard let info = subscriptions[id], info.active, info.display?.displayID == displayID else { continue }
+                // Protocol 3: a subscription by name or primary waits for its display to come
+                // back (a waiting SUBSCRIBED follows); only ids name what is gone for good.
+                if (welcomeMessage?.version ?? 1) >= 3 && info.selector.canAppearLater {
+                    events.append(.display(subscriptionID: id, event))
+                    continue
+                }
                 subscriptions[id]?.active = false
                 if ready { outbox.append(.unsubscribe(subscriptionID: id)) }
                 let error = ClientError.displayGone(name: event.display.connectorName)

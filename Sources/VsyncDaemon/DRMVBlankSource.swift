@@ -11,7 +11,7 @@ import VsyncDRM
 /// inotify so cards that come and go are noticed without polling, and the kernel's DRM uevents
 /// so connectors that come and go are.
 final class DRMVBlankSource: VBlankSource {
-    private let logger: Logger
+    let logger: Logger
     private let explicitDevices: [String]
     private var cards: [String: Card] = [:]
     private var inotifyFD: Int32 = -1
@@ -23,8 +23,13 @@ final class DRMVBlankSource: VBlankSource {
     /// One read's vblank events, reused so a vblank allocates nothing.
     private var events: [VBlankEvent] = []
     /// Connector seen on each CRTC, kept so a display that turns off keeps its name.
-    private var connectors: [DisplayKey: (id: UInt32, name: String)] = [:]
+    var connectors: [DisplayKey: ConnectorIdentity] = [:]
     private var lastFound: [String: [SourceDisplay]] = [:]
+    /// Each open card's stable path (DRMVBlankSource+Cards.swift).
+    var busPaths: [String: String] = [:]
+    /// Cards whose node is there but would not open yet (ENODEV/ENXIO).
+    var comingUp = ComingUpCards()
+    let pnpRegistry = PNPRegistry.installed()
 
     init(devices: [String], logger: Logger) throws(DaemonError) {
         self.logger = logger
@@ -41,11 +46,11 @@ final class DRMVBlankSource: VBlankSource {
             } catch {
                 // A card named on the command line must open; among discovered ones, skip the bad.
                 if !devices.isEmpty { throw DaemonError(error.description) }
-                logger.warning("skipping \(path): \(error)")
+                if !retryLater(path, error) { logger.warning("skipping \(path): \(error)") }
                 firstError = firstError ?? error
             }
         }
-        guard !cards.isEmpty else {
+        guard !cards.isEmpty || !comingUp.isEmpty else {
             throw DaemonError(firstError?.description ?? "no usable DRM card in /dev/dri")
         }
         if devices.isEmpty {
@@ -71,6 +76,7 @@ final class DRMVBlankSource: VBlankSource {
             throw DRMError(kind: .other, errno: 0, device: path, operation: "DRM_CAP_TIMESTAMP_MONOTONIC is 0: its timestamps are not CLOCK_MONOTONIC")
         }
         cards[path] = card
+        opened(path)
         logger.info("opened \(path) (\(card.driverName), \(card.vblankMethod.rawValue), CRTCs \(card.crtcIDs.map(String.init).joined(separator: ", ")))")
     }
 
@@ -90,12 +96,15 @@ final class DRMVBlankSource: VBlankSource {
         return SourceDisplay(
             key: key, connectorID: connector?.id ?? 0, connectorName: connector?.name ?? "CRTC-\(crtc.id)",
             deviceName: deviceName(key.device), isActive: crtc.isActive, refresh: crtc.mode?.refreshRate,
-            width: timings?.hdisplay ?? 0, height: timings?.vdisplay ?? 0)
+            width: timings?.hdisplay ?? 0, height: timings?.vdisplay ?? 0,
+            busPath: busPaths[key.device] ?? "", edid: connector?.edid,
+            order: connector?.order ?? Self.order(device: key.device, connectorIndex: 999))
     }
 
     private func drop(_ path: String, reason: String) {
         lastFound[path] = nil
         guard cards.removeValue(forKey: path) != nil else { return }
+        forget(path)
         logger.warning("closed \(path): \(reason)")
         for key in active.keys where key.device == path { active[key] = nil }
     }
@@ -104,8 +113,11 @@ final class DRMVBlankSource: VBlankSource {
         if explicitDevices.isEmpty {
             let present = Set(Card.primaryNodePaths())
             for path in cards.keys where !present.contains(path) { drop(path, reason: "device node removed") }
+            comingUp.keep(only: present)
             for path in present.sorted() where cards[path] == nil {
-                do throws(DRMError) { try open(path) } catch { logger.warning("skipping \(path): \(error)") }
+                do throws(DRMError) { try open(path) } catch {
+                    if !retryLater(path, error) { logger.warning("skipping \(path): \(error)") }
+                }
             }
         }
         var found: [SourceDisplay] = []
@@ -117,6 +129,9 @@ final class DRMVBlankSource: VBlankSource {
             } catch {
                 if error.kind == .deviceGone {
                     drop(path, reason: error.description)
+                    // A node still there is a card that went and came back between two
+                    // rescans: opened again at the next one (cards coming up).
+                    _ = retryLater(path, error)
                 } else {
                     // A transient failure must not look like the card's displays vanished.
                     logger.error("\(error)")
@@ -127,7 +142,9 @@ final class DRMVBlankSource: VBlankSource {
             var cardDisplays: [SourceDisplay] = []
             for crtc in resources.crtcs {
                 let key = DisplayKey(device: path, crtcID: crtc.id)
-                if let c = resources.connectors(of: crtc).first { connectors[key] = (c.id, c.name) }
+                if let c = resources.connectors(of: crtc).first {
+                    connectors[key] = identity(of: c, index: resources.connectors.firstIndex(of: c) ?? 0, on: card, key: key)
+                }
                 cardDisplays.append(display(key, crtc: crtc))
             }
             lastFound[path] = cardDisplays

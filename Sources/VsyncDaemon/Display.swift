@@ -78,6 +78,8 @@ final class Display {
             refreshMillihertz: state == .on ? (source.refresh?.millihertz ?? 0) : 0,
             periodNs: state == .on ? periodNs : 0,
             width: source.width, height: source.height,
-            connectorName: source.connectorName, deviceName: source.deviceName)
+            connectorName: source.connectorName, deviceName: source.deviceName,
+            busPath: source.busPath, edidMake: source.edid?.make ?? "", edidModel: source.edid?.model ?? "",
+            edidSerial: source.edid?.serial ?? "")
     }
 }

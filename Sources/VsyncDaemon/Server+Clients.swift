@@ -176,7 +176,7 @@ extension Server {
         client.version = high
         logger.debug("client \(client.label): protocol \(high)")
         send(ServerMessage.welcome(Welcome(
-            version: high, serverFlags: source.isSynthetic ? .syntheticSource : [], serverPID: UInt32(getpid()))).encoded(), to: client)
+            version: high, serverFlags: source.isSynthetic ? .syntheticSource : [], serverPID: UInt32(getpid()))), to: client)
     }
 
     func handle(_ message: ClientMessage, from client: Client) {
@@ -184,14 +184,14 @@ extension Server {
         case .hello:
             fail(client, .error(ErrorMessage(code: .malformed, message: "second HELLO")), reason: "second HELLO")
         case .listDisplays:
-            rescanIfStale()
-            send(ServerMessage.displayList(displays.map(info)).encoded(), to: client)
+            refreshDisplays()
+            send(ServerMessage.displayList(displays.map(info)), to: client)
         case .subscribe(let request):
             subscribe(client, request)
         case .setRate(let request):
             if client.waiting[request.subscriptionID] != nil {
                 client.waiting[request.subscriptionID]?.range = request.range
-                return send(waitingAnswer(request.subscriptionID).encoded(), to: client)
+                return send(waitingAnswer(request.subscriptionID), to: client)
             }
             guard let sub = client.subscriptions[request.subscriptionID] else { return unknown(client, request.subscriptionID) }
             sub.range = request.range
@@ -200,14 +200,14 @@ extension Server {
             client.pendingTicks.removeAll { $0 === sub }
             settle(client)
             updatePacing(sub.display)
-            send(subscribed(sub).encoded(), to: client)
+            send(subscribed(sub), to: client)
         case .setWorkDuration(let request):
             guard (client.version ?? 1) >= 2 else {
                 return fail(client, .error(ErrorMessage(code: .unknownType, message: "SET_WORK_DURATION needs protocol 2")), reason: "SET_WORK_DURATION at protocol 1")
             }
             if client.waiting[request.subscriptionID] != nil {
                 client.waiting[request.subscriptionID]?.workDurationNs = request.workDurationNs
-                return send(waitingAnswer(request.subscriptionID).encoded(), to: client)
+                return send(waitingAnswer(request.subscriptionID), to: client)
             }
             guard let sub = client.subscriptions[request.subscriptionID] else { return unknown(client, request.subscriptionID) }
             if sub.workDurationNs != request.workDurationNs {
@@ -216,7 +216,7 @@ extension Server {
                 if sub.workDurationNs == 0 { sub.lastDueSequence = nil }
                 updatePacing(sub.display)
             }
-            send(subscribed(sub).encoded(), to: client)
+            send(subscribed(sub), to: client)
         case .pause(let id):
             if client.waiting[id] != nil { client.waiting[id]?.flags.insert(.startPaused); return }
             guard let sub = client.subscriptions[id] else { return unknown(client, id) }
@@ -241,16 +241,7 @@ extension Server {
     }
 
     func unknown(_ client: Client, _ id: UInt32) {
-        send(ServerMessage.error(ErrorMessage(code: .unknownSubscription, subscriptionID: id, message: "no subscription \(id)")).encoded(), to: client)
-    }
-
-    func resolve(_ selector: DisplaySelector) -> Display? {
-        switch selector {
-        case .primary: displays.first { $0.id == primaryID }
-        case .crtc(let id): displays.first { $0.key.crtcID == id }
-        case .connector(let name): displays.first { $0.source.connectorName == name }
-        case .display(let id): displays.first { $0.id == id }
-        }
+        send(ServerMessage.error(ErrorMessage(code: .unknownSubscription, subscriptionID: id, message: "no subscription \(id)")), to: client)
     }
 
     func subscribe(_ client: Client, _ request: Subscribe) {
@@ -260,17 +251,17 @@ extension Server {
             return
         }
         if client.subscriptions[id] != nil || client.waiting[id] != nil {
-            send(ServerMessage.error(ErrorMessage(code: .duplicateSubscription, subscriptionID: id, message: "subscription \(id) already exists")).encoded(), to: client)
+            send(ServerMessage.error(ErrorMessage(code: .duplicateSubscription, subscriptionID: id, message: "subscription \(id) already exists")), to: client)
             return
         }
         guard client.subscriptions.count + client.waiting.count < configuration.maxSubscriptionsPerClient else {
-            send(ServerMessage.error(ErrorMessage(code: .tooManySubscriptions, subscriptionID: id, message: "at most \(configuration.maxSubscriptionsPerClient) subscriptions per client")).encoded(), to: client)
+            send(ServerMessage.error(ErrorMessage(code: .tooManySubscriptions, subscriptionID: id, message: "at most \(configuration.maxSubscriptionsPerClient) subscriptions per client")), to: client)
             return
         }
         // Every subscription costs a send per due vblank: one user's total bounds its share of a tick.
         let held = clients.values.reduce(0) { $0 + ($1.uid == client.uid ? $1.subscriptions.count + $1.waiting.count : 0) }
         guard held < configuration.maxSubscriptionsPerUser else {
-            send(ServerMessage.error(ErrorMessage(code: .tooManySubscriptions, subscriptionID: id, message: "uid \(client.uid) holds \(held) subscriptions, the per-user limit: end some, or raise vsyncd's --max-subscriptions-per-user")).encoded(), to: client)
+            send(ServerMessage.error(ErrorMessage(code: .tooManySubscriptions, subscriptionID: id, message: "uid \(client.uid) holds \(held) subscriptions, the per-user limit: end some, or raise vsyncd's --max-subscriptions-per-user")), to: client)
             return
         }
         var request = request
@@ -279,22 +270,37 @@ extension Server {
             request.workDurationNs = 0
             request.flags.remove(.predictWhileOff)
         }
-        if resolve(request.selector) == nil { rescanIfStale() }
-        guard let d = resolve(request.selector) else {
+        if case .match = request.selector, (client.version ?? 1) < 3 {
+            return fail(client, .error(ErrorMessage(code: .malformed, message: "selector kind 4 needs protocol 3")), reason: "selector kind 4 at protocol \(client.version ?? 1)")
+        }
+        // The display's mode and state as they are now, not as last seen: its first tick must
+        // not come at an old mode, and `primary` must pick a display that is lit.
+        refreshDisplays()
+        let found: Display
+        switch resolve(request.selector) {
+        case .one(let d): found = d
+        case .ambiguous(let text):
+            send(ServerMessage.error(ErrorMessage(code: .unknownDisplay, subscriptionID: id, message: text)), to: client)
+            return
+        case .none:
             // A display that may still come (the service started before the mode was set):
             // protocol 2 clients wait for it; display ids and CRTC ids name what is gone.
+            // Protocol 1 had no waiting: its `primary` is the first display even while all are off.
+            if client.version == 1, request.selector == .primary, let first = displaysInKernelOrder.first {
+                return attach(client, request, to: first)
+            }
             if (client.version ?? 1) >= 2, request.selector.canAppearLater {
                 client.waiting[id] = request
                 logger.debug("client \(client.label): subscription \(id) waits for \(request.selector)")
-                send(waitingAnswer(id).encoded(), to: client)
+                send(waitingAnswer(id), to: client)
                 updateHousekeeping()
                 return
             }
-            let names = displays.map(\.source.connectorName).joined(separator: ", ")
-            send(ServerMessage.error(ErrorMessage(code: .unknownDisplay, subscriptionID: id, message: "no display matches \(request.selector); displays: \(names.isEmpty ? "none" : names)")).encoded(), to: client)
+            let names = displays.map { "\($0.source.connectorName)@\($0.source.deviceName)" }.joined(separator: ", ")
+            send(ServerMessage.error(ErrorMessage(code: .unknownDisplay, subscriptionID: id, message: "no display matches \(request.selector.text); displays: \(names.isEmpty ? "none" : names) (vsync-probe list)")), to: client)
             return
         }
-        attach(client, request, to: d)
+        attach(client, request, to: found)
     }
 
     /// Makes the subscription live on `d` and answers with SUBSCRIBED.
@@ -306,11 +312,12 @@ extension Server {
             paused: request.flags.contains(.startPaused))
         sub.workDurationNs = request.workDurationNs
         sub.predictWhileOff = request.flags.contains(.predictWhileOff)
+        sub.selector = request.selector
         client.subscriptions[id] = sub
         d.insertFairly(sub)
         logger.debug("client \(client.label): subscription \(id) on display \(d.id) at divisor \(sub.divisor)\(sub.workDurationNs > 0 ? ", work duration \(sub.workDurationNs) ns" : "")\(sub.paused ? ", paused" : "")")
         updateVBlank(d)  // first, so vblanks are requested by the time the client hears back
-        send(subscribed(sub).encoded(), to: client)
+        send(subscribed(sub), to: client)
     }
 
     /// SUBSCRIBED for a subscription still waiting for its display: display id 0, divisor 0.
@@ -326,7 +333,7 @@ extension Server {
     func attachWaiting() {
         for client in clients.values where !client.waiting.isEmpty && client.closeReason == nil {
             for id in client.waiting.keys.sorted() {
-                guard let request = client.waiting[id], let d = resolve(request.selector) else { continue }
+                guard let request = client.waiting[id], case .one(let d) = resolve(request.selector) else { continue }
                 client.waiting[id] = nil
                 attach(client, request, to: d)
             }

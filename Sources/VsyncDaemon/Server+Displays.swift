@@ -4,24 +4,22 @@ import VsyncCore
 
 // Displays: scanning, mode changes, off/on, removal, and when to ask for vblanks.
 extension Server {
-    var primaryID: UInt32? {
-        (displays.first { $0.state == .on } ?? displays.first)?.id
-    }
-
-    func info(_ d: Display) -> DisplayInfo {
-        d.info(isPrimary: d.id == primaryID, synthetic: source.isSynthetic)
-    }
-
     func syncSourceDescriptors() {
         let wanted = Set(source.pollDescriptors)
         for fd in sourceFDs.subtracting(wanted) { unregister(fd) }
         for fd in wanted.subtracting(sourceFDs) {
             do { try register(fd, .source) } catch { logger.error("\(error)") }
         }
+        // A card closed and another opened in one rescan can get the same fd number: the kernel
+        // dropped the closed file from the epoll set, so the new one is added (EEXIST, ignored,
+        // when it is the same file).
+        for fd in wanted.intersection(sourceFDs) where roles[fd] == .source { try? epoll.add(fd, events: Epoll.readable) }
         sourceFDs = wanted
     }
 
-    /// Adds displays the source now has and removes those it no longer has.
+    /// Adds displays the source now has, removes those it no longer has, and takes in what
+    /// changed on the others (mode, on/off, connector, EDID) whether or not anyone follows them:
+    /// LIST_DISPLAYS, `primary` and a new subscription's first tick must see the display as it is.
     func rescanDisplays(announce: Bool) {
         statusDirty = true
         lastRescanNs = monotonicNow()
@@ -29,16 +27,23 @@ extension Server {
         syncSourceDescriptors()
         let keys = Set(found.map(\.key))
         for d in displays where !keys.contains(d.key) { removeDisplay(d, reason: "no longer on its card") }
+        for s in found {
+            guard let d = displays.first(where: { $0.key == s.key }) else { continue }
+            d.lastRecheckNs = lastRescanNs
+            apply(s, to: d)
+        }
         for s in found where s.isActive && !displays.contains(where: { $0.key == s.key }) {
             let d = Display(id: nextDisplayID, source: s)
             nextDisplayID += 1
             displays.append(d)
-            logger.info("display \(d.id) added: \(s.connectorName) on \(s.key), \(s.refresh.map { "\($0)" } ?? "no mode"), \(s.width)x\(s.height)")
+            let names = (s.busPath.isEmpty ? "" : ", bus path \(s.busPath)") + (s.edid.map { ", EDID \($0.make)/\($0.model)/\($0.serial)" } ?? "")
+            logger.info("display \(d.id) added: \(s.connectorName) on \(s.key), \(s.refresh.map { "\($0)" } ?? "no mode"), \(s.width)x\(s.height)\(names)")
             if announce {
-                let message = ServerMessage.displayEvent(DisplayEvent(kind: .added, display: info(d))).encoded()
+                let message = ServerMessage.displayEvent(DisplayEvent(kind: .added, display: info(d)))
                 for c in clients.values where c.version != nil { send(message, to: c) }
             }
         }
+        updatePrimary()
         attachWaiting()
         updateHousekeeping()
     }
@@ -57,18 +62,20 @@ extension Server {
         logger.warning("display \(d.id) (\(d.source.connectorName) on \(d.key)) removed: \(reason)")
         if source.isActive(d.key) { try? source.setActive(d.key, false, token: d.id) }
         d.state = .off
-        let message = ServerMessage.displayEvent(DisplayEvent(kind: .removed, display: info(d))).encoded()
+        let message = ServerMessage.displayEvent(DisplayEvent(kind: .removed, display: info(d)))
         var told = Set<Int32>()
         for sub in d.subscriptions {
             sub.client.subscriptions[sub.id] = nil
             sub.client.pendingTicks.removeAll { $0 === sub }
             settle(sub.client)
             if told.insert(sub.client.fd).inserted { send(message, to: sub.client) }
+            if keepWaiting(sub) { send(waitingAnswer(sub.id), to: sub.client) }
         }
         d.subscriptions = []
         d.nextWakeNs = nil
         displays.removeAll { $0 === d }
         armPacing()
+        updatePrimary()
     }
 
     /// Re-reads a display's CRTC and reports what changed.
@@ -79,8 +86,15 @@ extension Server {
             updateHousekeeping()
             return
         }
+        apply(fresh, to: d)
+        updatePrimary()
+    }
+
+    /// Takes in what the source says of a display now, and tells its subscribers what changed.
+    func apply(_ fresh: SourceDisplay, to d: Display) {
         let old = d.source
         d.source = fresh
+        if fresh.busPath != old.busPath || fresh.edid != old.edid || fresh.connectorName != old.connectorName { statusDirty = true }
         if !fresh.isActive {
             if d.state == .on { turnOff(d) }
         } else if d.state == .off {
@@ -118,7 +132,7 @@ extension Server {
     }
 
     func broadcastEvent(_ kind: DisplayEventKind, _ d: Display) {
-        let message = ServerMessage.displayEvent(DisplayEvent(kind: kind, display: info(d))).encoded()
+        let message = ServerMessage.displayEvent(DisplayEvent(kind: kind, display: info(d)))
         var told = Set<Int32>()
         for sub in d.subscriptions where told.insert(sub.client.fd).inserted { send(message, to: sub.client) }
     }
@@ -128,7 +142,7 @@ extension Server {
         for sub in d.subscriptions {
             sub.divisor = RateMapping.divisor(for: sub.range, refreshHz: d.refreshHz)
             sub.resetDelivery()
-            send(subscribed(sub).encoded(), to: sub.client)
+            send(subscribed(sub), to: sub.client)
         }
         updatePacing(d)
     }
@@ -177,6 +191,7 @@ extension Server {
             d.vblankRefused = true
             updatePacing(d)
         }
+        updatePrimary()
         updateHousekeeping()
     }
 }

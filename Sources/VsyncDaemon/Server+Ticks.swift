@@ -43,7 +43,7 @@ extension Server {
                 guard let d = displayByID[token] else { continue }
                 handleFailure(d, failure)
             case .devicesChanged:
-                rescanDisplays(announce: true)
+                hotplugged()
             }
         }
     }

@@ -44,6 +44,10 @@ final class Server {
     /// Clients or displays changed since STATUS= was last sent (checked once per loop turn).
     var statusDirty = true
     var lastRescanNs: UInt64 = 0
+    /// The primary display last seen, so that a change moves those who follow it.
+    var lastPrimaryID: UInt32?
+    /// The rescan that follows a hotplug's (see `hotplugged`).
+    var rescanAgainAtNs: UInt64?
     /// Held open so that a refusal can still be accepted and sent when out of descriptors.
     var spareFD: Int32 = open("/dev/null", O_RDONLY | O_CLOEXEC)
     var acceptFailures = 0
@@ -167,7 +171,7 @@ final class Server {
     func updateHousekeeping() {
         let ticking = displays.contains { source.isActive($0.key) }
         let busy = ticking || displays.contains { $0.state == .off && !$0.subscriptions.isEmpty }
-            || clients.values.contains { $0.blockedSinceNs != nil || !$0.waiting.isEmpty }
+            || clients.values.contains { $0.blockedSinceNs != nil || !$0.waiting.isEmpty } || source.wantsRescanSoon || rescanAgainAtNs != nil
         var interval: UInt64? = busy ? (ticking ? Self.fallbackHousekeepingNs : Self.housekeepingNs) : nil
         if listenerPausedUntilNs != nil { interval = 100_000_000 }
         if let w = notifier?.watchdogIntervalNs { interval = min(interval ?? w, w) }
@@ -202,7 +206,17 @@ final class Server {
         }
         // Someone waits for a display that a mode set may light at any moment (no event says
         // so): re-read the cards at every housekeeping turn (4 Hz) until it is there.
-        if clients.values.contains(where: { !$0.waiting.isEmpty }), now &- lastRescanNs >= Self.housekeepingNs {
+        // A card coming up (its node there, not yet openable) is retried at the same rate.
+        // Followers of `primary` need a display lit by a mode set (no event either) noticed,
+        // so the cards are re-read once a second while one runs: the bounded backstop.
+        let waiting = source.wantsRescanSoon || clients.values.contains(where: { !$0.waiting.isEmpty })
+        if let again = rescanAgainAtNs, now >= again {
+            rescanAgainAtNs = nil
+            rescanDisplays(announce: true)
+        } else if waiting, now &- lastRescanNs >= Self.housekeepingNs {
+            rescanDisplays(announce: true)
+        } else if now &- lastRescanNs >= Self.fallbackHousekeepingNs,
+                  displays.contains(where: { $0.subscriptions.contains { !$0.paused && $0.followsPrimary && ($0.client.version ?? 1) >= 3 } }) {
             rescanDisplays(announce: true)
         }
         for d in displays {

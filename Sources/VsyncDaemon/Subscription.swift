@@ -29,10 +29,21 @@ final class Subscription {
     /// How many subscriptions its user already had on the display when it was made: the send
     /// order within a tick (see `Display.insertFairly`).
     var fairRank = 0
+    /// What the client asked for: `primary` followers move with the primary display, and named
+    /// subscriptions wait while their display is gone (protocol 3).
+    var selector: DisplaySelector = .primary
 
     init(id: UInt32, client: Client, display: Display, range: FrameRateRange, divisor: UInt32, paused: Bool) {
         self.id = id; self.client = client; self.display = display
         self.range = range; self.divisor = divisor; self.paused = paused
+    }
+
+    /// The SUBSCRIBE that would make this subscription again, as it is now (rate, pause, work
+    /// duration): kept while it waits for its display, and replayed when it moves.
+    var request: Subscribe {
+        var flags: SubscribeFlags = paused ? .startPaused : []
+        if predictWhileOff { flags.insert(.predictWhileOff) }
+        return Subscribe(subscriptionID: id, selector: selector, range: range, flags: flags, workDurationNs: workDurationNs)
     }
 
     /// Forgets coalesced state: after pause, a rate change or a display going off, the next

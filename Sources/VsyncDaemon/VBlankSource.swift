@@ -20,6 +20,13 @@ struct SourceDisplay: Equatable, Sendable {
     var refresh: RefreshRate?
     var width: UInt16
     var height: UInt16
+    /// The card's stable path (`pci-0000:03:00.0`), "" when unknown.
+    var busPath = ""
+    /// The monitor's identity from the connector's EDID, if it has one.
+    var edid: EDIDIdentity?
+    /// Position in the kernel's order: card number, then the connector's index on the card
+    /// (what `primary` falls back on).
+    var order = 0
 
     /// Same mode as `other` (a change here is a modeChanged event).
     func sameMode(as other: SourceDisplay) -> Bool {
@@ -77,4 +84,21 @@ protocol VBlankSource: AnyObject {
 
 extension VBlankSource {
     func rearm(into events: inout [SourceEvent]) {}
+}
+
+/// Card lifecycle: a card whose node is there but cannot be opened yet.
+protocol CardLifecycle {
+    /// A card is coming up (its node appeared before it could be opened): the server rescans at
+    /// its housekeeping rate until it opens or the source gives up on it.
+    var wantsRescanSoon: Bool { get }
+    /// A hotplug happened: what the source cached of connectors (EDIDs) is read again.
+    func hotplugged()
+}
+
+extension CardLifecycle {
+    func hotplugged() {}
+}
+
+extension VBlankSource {
+    var wantsRescanSoon: Bool { (self as? CardLifecycle)?.wantsRescanSoon ?? false }
 }

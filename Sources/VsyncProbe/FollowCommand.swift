@@ -20,7 +20,7 @@ struct FollowCommand: ParsableCommand {
     @Option(help: "vsyncd socket (default: $VSYNCD_SOCKET, else /run/vsyncd/vsyncd.sock).")
     var socket: String?
 
-    @Option(help: "Display: 'primary', a connector name (Virtual-1, HDMI-A-1, timer), crtc:ID or display:ID.")
+    @Option(help: "Display: 'primary', a connector name (DP-1, HDMI-A-1, timer), crtc:ID, display:ID, edid:MAKE/MODEL/SERIAL, or any of these but display:ID followed by @CARD (card1, or its bus path pci-0000:03:00.0).")
     var display: String = "primary"
 
     @Option(help: "Preferred frames per second; 0 means the display's maximum.")
@@ -68,18 +68,13 @@ struct FollowCommand: ParsableCommand {
         }
     }
 
+    /// The selector syntax of docs/PROTOCOL.md § 4, parsed by VsyncCore as every client does.
     static func parseSelector(_ text: String) throws -> DisplaySelector {
-        if text == "primary" { return .primary }
-        for (prefix, make) in [("crtc:", DisplaySelector.crtc), ("display:", DisplaySelector.display)] where text.hasPrefix(prefix) {
-            guard let id = UInt32(text.dropFirst(prefix.count)) else {
-                throw ValidationError("--display \(text): expected \(prefix)ID with a number")
-            }
-            return make(id)
+        do throws(SelectorSyntaxError) {
+            return try DisplaySelector.parse(text)
+        } catch {
+            throw ValidationError("--display \(error.message)")
         }
-        guard !text.isEmpty, text.utf8.count <= WireProtocol.nameSize else {
-            throw ValidationError("--display must be a connector name of 1 to \(WireProtocol.nameSize) bytes")
-        }
-        return .connector(text)
     }
 
     func run() throws {

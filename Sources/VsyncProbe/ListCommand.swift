@@ -1,4 +1,5 @@
 import ArgumentParser
+import VsyncCore
 import VsyncDRM
 
 /// `vsync-probe list`: every card, its connectors and CRTCs, each CRTC's exact refresh and
@@ -14,6 +15,8 @@ struct ListCommand: ParsableCommand {
 
     struct CardInfo: Encodable {
         var path: String
+        /// The card's stable path (`pci-0000:03:00.0`): select its displays with `@` + this.
+        var busPath: String?
         var driver: String?
         var monotonic: Bool?
         var method: String?
@@ -28,6 +31,10 @@ struct ListCommand: ParsableCommand {
         var status: String
         var crtcId: UInt32?
         var modes: Int
+        /// From the connector's EDID, as libdisplay-info (and so wlroots) derives them.
+        var edidMake: String?
+        var edidModel: String?
+        var edidSerial: String?
     }
 
     struct CRTCInfo: Encodable {
@@ -68,8 +75,13 @@ struct ListCommand: ParsableCommand {
             info.monotonic = card.hasMonotonicTimestamps
             info.method = card.vblankMethod.rawValue
             let res = try card.resources()
+            let registry = PNPRegistry.installed()
+            let bus = Card.busPath(ofNode: path)
+            info.busPath = bus.isEmpty ? nil : bus
             info.connectors = res.connectors.map {
-                ConnectorInfo(id: $0.id, name: $0.name, status: $0.status.rawValue, crtcId: $0.crtcID, modes: $0.modes.count)
+                let edid = card.edid(connectorID: $0.id)?.bytes.flatMap { EDIDIdentity($0, registry: registry) }
+                return ConnectorInfo(id: $0.id, name: $0.name, status: $0.status.rawValue, crtcId: $0.crtcID, modes: $0.modes.count,
+                                     edidMake: edid?.make, edidModel: edid?.model, edidSerial: edid.map(\.serial))
             }
             info.crtcs = res.crtcs.map { crtc in
                 var vblankError: String? = nil
@@ -89,9 +101,10 @@ struct ListCommand: ParsableCommand {
         guard card.error == nil, let driver = card.driver else {
             return ["\(card.path): \(card.error ?? "unreadable")"]
         }
-        var lines = ["\(card.path)  driver \(driver), \(card.monotonic == true ? "monotonic" : "realtime") timestamps, vblank via \(card.method ?? "?")"]
+        var lines = ["\(card.path)  driver \(driver), \(card.monotonic == true ? "monotonic" : "realtime") timestamps, vblank via \(card.method ?? "?")\(card.busPath.map { ", bus path \($0)" } ?? "")"]
         for c in card.connectors {
-            lines.append("  connector \(c.id) \(c.name): \(c.status)\(c.crtcId.map { ", CRTC \($0)" } ?? ""), \(c.modes) modes")
+            let edid = c.edidMake.map { make in ", EDID \(make)/\(c.edidModel ?? "")/\(c.edidSerial ?? "")" } ?? ""
+            lines.append("  connector \(c.id) \(c.name): \(c.status)\(c.crtcId.map { ", CRTC \($0)" } ?? ""), \(c.modes) modes\(edid)")
         }
         for c in card.crtcs {
             let mode = c.mode.map { m in

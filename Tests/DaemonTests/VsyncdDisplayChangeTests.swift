@@ -24,6 +24,8 @@ final class ScriptedVBlankSource: VBlankSource, Sendable {
         var activations = 0
         /// The driver refuses vblank events (as some do with EPERM) although the CRTC is lit.
         var refusing = false
+        /// A card is coming up (CardLifecycle): the server should rescan until it is there.
+        var comingUp = false
     }
     let state = Mutex(State())
     let wakeRead: Int32
@@ -48,6 +50,8 @@ final class ScriptedVBlankSource: VBlankSource, Sendable {
         if refused { throw .other("drmCrtcQueueSequence on CRTC \(key.crtcID): Operation not permitted") }
         let off = state.withLock { s -> Bool in
             s.tokens[key] = token
+            // As DRMVBlankSource: turning events off never fails, also for a display now gone.
+            if !on { s.active[key] = nil; return false }
             guard let d = s.displays.first(where: { $0.key == key }), d.isActive || !on else { return true }
             if on { s.active[key] = token; s.activations += 1 } else { s.active[key] = nil }
             return false

@@ -227,7 +227,7 @@ struct ProtocolCodecTests {
     @Test func displayListWithLongerRecords() throws {
         // A newer server appends 8 bytes to each record and says so in record_size.
         let displays = [sampleDisplay(id: 1), sampleDisplay(id: 2)]
-        let plain = ServerMessage.displayList(displays).encoded()
+        let plain = ServerMessage.displayList(displays).encoded(version: 2)
         var bytes = Array(plain[0..<16])
         bytes[12] = 104
         for i in 0..<2 {
@@ -253,12 +253,13 @@ struct ProtocolCodecTests {
         #expect(throws: WireError.self) { try ServerMessage.decode(bytes) }
     }
 
-    @Test func displayListIsCappedToOneDatagram() throws {
+    @Test(arguments: [(UInt16(2), 42), (UInt16(3), 18)])
+    func displayListIsCappedToOneDatagram(version: UInt16, cap: Int) throws {
         let many = (0..<100).map { sampleDisplay(id: UInt32($0)) }
-        let bytes = ServerMessage.displayList(many).encoded()
+        let bytes = ServerMessage.displayList(many).encoded(version: version)
         #expect(bytes.count <= WireProtocol.maxMessageSize)
         guard case .displayList(let got) = try ServerMessage.decode(bytes) else { Issue.record("not a list"); return }
-        #expect(got.count == ServerMessage.maxDisplaysPerList)
+        #expect(got.count == ServerMessage.maxDisplaysPerList(version: version) && got.count == cap)
         #expect(got == Array(many.prefix(got.count)))
     }
 

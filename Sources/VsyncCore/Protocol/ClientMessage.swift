@@ -37,9 +37,13 @@ public enum ClientMessage: Equatable, Sendable {
             case .primary: w.u32(0); w.zeros(WireProtocol.nameSize)
             case .crtc(let id), .display(let id): w.u32(id); w.zeros(WireProtocol.nameSize)
             case .connector(let name): w.u32(0); w.name(name, width: WireProtocol.nameSize)
+            case .match: w.u32(0); w.zeros(WireProtocol.nameSize)
             }
             m.range.write(&w)
             w.zeros(4); w.u64(m.workDurationNs)
+            // Protocol 3's selector text, only for the kind that needs it: other SUBSCRIBEs stay
+            // 80 bytes, as older daemons know them.
+            if case .match(let match) = m.selector { w.name(match.text, width: DisplaySelector.maxTextSize) }
         case .setRate(let m):
             w.u32(m.subscriptionID); m.range.write(&w)
         case .pause(let id), .resume(let id), .unsubscribe(let id):
@@ -81,6 +85,17 @@ public enum ClientMessage: Equatable, Sendable {
             case 1: selector = .crtc(selectorID)
             case 2: selector = .connector(try r.name(24, width: WireProtocol.nameSize, field: "connector name"))
             case 3: selector = .display(selectorID)
+            case 4:
+                guard r.count >= Subscribe.matchWireSize else {
+                    throw .invalidField("selector kind 4 needs the \(Subscribe.matchWireSize)-byte SUBSCRIBE of protocol 3, got \(r.count) bytes")
+                }
+                let text = try r.name(80, width: DisplaySelector.maxTextSize, field: "selector text")
+                let parsed: DisplaySelector
+                do throws(SelectorSyntaxError) { parsed = try DisplaySelector.parse(text) } catch {
+                    throw .invalidField("selector text: \(error.message)")
+                }
+                guard case .match = parsed else { throw .invalidField("selector text '\(text)' is not a kind 4 selector: send it as kind \(parsed.kind)") }
+                selector = parsed
             default: throw .invalidField("display selector kind \(kind)")
             }
             let range = try FrameRateRange.read(r, at: 56)

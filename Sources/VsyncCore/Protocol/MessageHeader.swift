@@ -44,7 +44,8 @@ extension FrameRateRange {
 }
 
 extension DisplayInfo {
-    static func read(_ r: WireReader, at o: Int) throws(WireError) -> DisplayInfo {
+    /// Reads a record of `size` bytes (at least 96): protocol 3's fields when it has them.
+    static func read(_ r: WireReader, at o: Int, size: Int) throws(WireError) -> DisplayInfo {
         let stateRaw = try r.u8(o + 12)
         guard let state = DisplayState(rawValue: stateRaw) else {
             throw .invalidField("display state \(stateRaw)")
@@ -55,11 +56,15 @@ extension DisplayInfo {
             refreshMillihertz: try r.u64(o + 24), periodNs: try r.u64(o + 32),
             width: try r.u16(o + 40), height: try r.u16(o + 42),
             connectorName: try r.name(o + 48, width: WireProtocol.nameSize, field: "connector name"),
-            deviceName: try r.name(o + 80, width: WireProtocol.deviceNameSize, field: "device name")
+            deviceName: try r.name(o + 80, width: WireProtocol.deviceNameSize, field: "device name"),
+            busPath: size >= version3WireSize ? try r.name(o + 96, width: 64, field: "bus path") : "",
+            edidMake: size >= version3WireSize ? try r.name(o + 160, width: 32, field: "EDID make") : "",
+            edidModel: size >= version3WireSize ? try r.name(o + 192, width: 16, field: "EDID model") : "",
+            edidSerial: size >= version3WireSize ? try r.name(o + 208, width: 16, field: "EDID serial") : ""
         )
     }
 
-    func write(_ w: inout WireWriter) {
+    func write(_ w: inout WireWriter, version: UInt16) {
         w.u32(displayID); w.u32(crtcID); w.u32(connectorID)
         w.u8(state.rawValue); w.zeros(3)
         w.u32(flags.rawValue); w.zeros(4)
@@ -67,5 +72,8 @@ extension DisplayInfo {
         w.u16(width); w.u16(height); w.zeros(4)
         w.name(connectorName, width: WireProtocol.nameSize)
         w.name(deviceName, width: WireProtocol.deviceNameSize)
+        guard version >= 3 else { return }
+        w.name(busPath, width: 64); w.name(edidMake, width: 32)
+        w.name(edidModel, width: 16); w.name(edidSerial, width: 16)
     }
 }

@@ -49,12 +49,15 @@ public enum DisplaySelector: Sendable, Equatable, Hashable {
     case connector(String)
     /// A display id from DISPLAY_LIST.
     case display(UInt32)
+    /// A CRTC, connector or the primary display on a named card, or an EDID identity
+    /// (protocol 3; see DisplayMatch.swift for the syntax).
+    case match(DisplayMatch)
 
-    /// Whether a display it names could still appear: `primary` and connector names can;
-    /// CRTC and display ids name what the daemon already reported.
+    /// Whether a display it names could still appear (or come back): `primary`, connector
+    /// names and matches can; a bare CRTC id or a display id names what the daemon reported.
     public var canAppearLater: Bool {
         switch self {
-        case .primary, .connector: true
+        case .primary, .connector, .match: true
         case .crtc, .display: false
         }
     }
@@ -66,6 +69,7 @@ public enum DisplaySelector: Sendable, Equatable, Hashable {
         case .crtc: 1
         case .connector: 2
         case .display: 3
+        case .match: 4
         }
     }
 }
@@ -82,6 +86,8 @@ public struct SubscribeFlags: OptionSet, Sendable, Hashable {
 
 /// SUBSCRIBE: ticks from one display at a rate chosen from `range`.
 public struct Subscribe: Sendable, Equatable {
+    /// SUBSCRIBE with a selector of kind 4 (`.match`, protocol 3): the 80 bytes plus the text.
+    public static let matchWireSize = 80 + DisplaySelector.maxTextSize
     /// Chosen by the client, unique among its live subscriptions, never 0.
     public var subscriptionID: UInt32
     public var selector: DisplaySelector
@@ -134,9 +140,13 @@ public struct DisplayFlags: OptionSet, Sendable, Hashable {
     public static let primary = DisplayFlags(rawValue: 1 << 2)
 }
 
-/// One display (a CRTC driving a connector): a fixed 96-byte record on the wire.
+/// One display (a CRTC driving a connector): a fixed 96-byte record on the wire, 224 bytes
+/// from protocol 3 (the card's bus path and the EDID identity appended).
 public struct DisplayInfo: Sendable, Equatable {
     public static let wireSize = 96
+    public static let version3WireSize = 224
+    /// The record size a connection at `version` gets.
+    public static func wireSize(version: UInt16) -> Int { version >= 3 ? version3WireSize : wireSize }
     public var displayID: UInt32
     public var crtcID: UInt32
     public var connectorID: UInt32
@@ -151,11 +161,21 @@ public struct DisplayInfo: Sendable, Equatable {
     public var connectorName: String
     /// "card0"; at most 16 bytes of UTF-8.
     public var deviceName: String
+    /// The card's stable path, as udev names it in /dev/dri/by-path without "-card"
+    /// ("pci-0000:03:00.0", "platform-vkms"); "" when unknown. Protocol 3, at most 64 bytes.
+    public var busPath: String
+    /// The monitor's EDID make ("Dell Inc.", or "PNP(XXX)"), model and serial, as
+    /// libdisplay-info derives them (EDIDIdentity); "" without an EDID. Protocol 3.
+    public var edidMake: String
+    public var edidModel: String
+    public var edidSerial: String
     public init(
         displayID: UInt32, crtcID: UInt32, connectorID: UInt32, state: DisplayState, flags: DisplayFlags,
         refreshMillihertz: UInt64, periodNs: UInt64, width: UInt16, height: UInt16,
-        connectorName: String, deviceName: String
+        connectorName: String, deviceName: String,
+        busPath: String = "", edidMake: String = "", edidModel: String = "", edidSerial: String = ""
     ) {
+        self.busPath = busPath; self.edidMake = edidMake; self.edidModel = edidModel; self.edidSerial = edidSerial
         self.displayID = displayID; self.crtcID = crtcID; self.connectorID = connectorID
         self.state = state; self.flags = flags
         self.refreshMillihertz = refreshMillihertz; self.periodNs = periodNs

@@ -20,10 +20,17 @@ public enum ServerMessage: Equatable, Sendable {
         }
     }
 
-    /// Displays that fit in one DISPLAY_LIST datagram; the daemon sends at most this many.
-    public static let maxDisplaysPerList = (WireProtocol.maxMessageSize - MessageType.displayList.knownSize) / DisplayInfo.wireSize
+    /// Displays that fit in one DISPLAY_LIST datagram of protocol 1 and 2 (96-byte records).
+    public static let maxDisplaysPerList = maxDisplaysPerList(version: 2)
 
-    public func encoded() -> [UInt8] {
+    /// Displays that fit in one DISPLAY_LIST datagram at `version`; the daemon sends at most this many.
+    public static func maxDisplaysPerList(version: UInt16) -> Int {
+        (WireProtocol.maxMessageSize - MessageType.displayList.knownSize) / DisplayInfo.wireSize(version: version)
+    }
+
+    /// The message as a connection at `version` gets it: display records of 96 bytes before
+    /// protocol 3, 224 from it. (Ticks have their own per-version encoder, `Tick.encode`.)
+    public func encoded(version: UInt16 = WireProtocol.currentVersion) -> [UInt8] {
         var w = WireWriter(type: type, capacity: type.knownSize)
         switch self {
         case .welcome(let m):
@@ -31,19 +38,19 @@ public enum ServerMessage: Equatable, Sendable {
         case .refused(let m):
             w.u16(m.code.rawValue); w.zeros(2); w.text(m.message)
         case .displayList(let displays):
-            let list = displays.prefix(Self.maxDisplaysPerList)
-            w.u32(UInt32(list.count)); w.u32(UInt32(DisplayInfo.wireSize))
-            for d in list { d.write(&w) }
+            let list = displays.prefix(Self.maxDisplaysPerList(version: version))
+            w.u32(UInt32(list.count)); w.u32(UInt32(DisplayInfo.wireSize(version: version)))
+            for d in list { d.write(&w, version: version) }
         case .subscribed(let m):
             w.u32(m.subscriptionID); w.u32(m.displayID); w.u32(m.divisor); w.zeros(4)
             w.u64(m.displayIntervalNs); w.u64(m.clientIntervalNs)
-            m.display.write(&w)
+            m.display.write(&w, version: version)
         case .tick(let t):
             var buffer = [UInt8](repeating: 0, count: Tick.wireSize)
             _ = buffer.withUnsafeMutableBytes { t.encode(into: $0) }
             return buffer
         case .displayEvent(let m):
-            w.u16(m.kind.rawValue); w.zeros(6); m.display.write(&w)
+            w.u16(m.kind.rawValue); w.zeros(6); m.display.write(&w, version: version)
         case .error(let m):
             w.u16(m.code.rawValue); w.zeros(2); w.u32(m.subscriptionID); w.text(m.message)
         }
@@ -83,19 +90,19 @@ public enum ServerMessage: Equatable, Sendable {
             }
             var displays: [DisplayInfo] = []
             displays.reserveCapacity(count)
-            for i in 0..<count { displays.append(try DisplayInfo.read(r, at: 16 + i * recordSize)) }
+            for i in 0..<count { displays.append(try DisplayInfo.read(r, at: 16 + i * recordSize, size: recordSize)) }
             return .displayList(displays)
         case .subscribed:
             return .subscribed(Subscribed(
                 subscriptionID: try r.u32(8), displayID: try r.u32(12), divisor: try r.u32(16),
                 displayIntervalNs: try r.u64(24), clientIntervalNs: try r.u64(32),
-                display: try DisplayInfo.read(r, at: 40)))
+                display: try DisplayInfo.read(r, at: 40, size: bytes.count - 40)))
         case .tick:
             return .tick(try Tick.read(r))
         case .displayEvent:
             let raw = try r.u16(8)
             guard let kind = DisplayEventKind(rawValue: raw) else { throw .invalidField("display event kind \(raw)") }
-            return .displayEvent(DisplayEvent(kind: kind, display: try DisplayInfo.read(r, at: 16)))
+            return .displayEvent(DisplayEvent(kind: kind, display: try DisplayInfo.read(r, at: 16, size: bytes.count - 16)))
         case .error:
             let raw = try r.u16(8)
             guard let code = ErrorCode(rawValue: raw) else { throw .invalidField("error code \(raw)") }

@@ -6,8 +6,10 @@ public enum WireProtocol {
     /// connection from something that is not a vsyncd client is refused at once.
     public static let magic: UInt32 = 0x4E59_5356
     /// 2 added work durations, SET_WORK_DURATION, frame timelines in TICK and predicted ticks
-    /// while a display is off (docs/PROTOCOL.md § 8 lists what each version added).
-    public static let currentVersion: UInt16 = 2
+    /// while a display is off; 3 the card's bus path and EDID identity in display records,
+    /// selectors naming a card or a monitor, following `primary` and waiting through a display's
+    /// removal (docs/PROTOCOL.md § 8 lists what each version added).
+    public static let currentVersion: UInt16 = 3
     public static let minimumVersion: UInt16 = 1
     public static let maxMessageSize = 4096
     public static let headerSize = 8

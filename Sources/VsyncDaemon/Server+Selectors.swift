@@ -1,0 +1,136 @@
+import Logging
+import VsyncCore
+
+/// What a selector names among the displays there are now.
+enum Resolution {
+    case one(Display)
+    /// More than one display matches: the one line that says which, and how to name one.
+    case ambiguous(String)
+    case none
+}
+
+// Selectors, the primary display, and keeping what clients are told true.
+extension Server {
+    /// Connectors built into the machine: the panel `primary` prefers while it is lit.
+    static func isBuiltIn(_ connectorName: String) -> Bool {
+        connectorName.hasPrefix("eDP-") || connectorName.hasPrefix("LVDS-") || connectorName.hasPrefix("DSI-")
+    }
+
+    /// Displays in the kernel's order: cards by number, then connectors in the card's order
+    /// (`SourceDisplay.order`); found order (display id) breaks ties.
+    var displaysInKernelOrder: [Display] {
+        displays.sorted { ($0.source.order, $0.id) < ($1.source.order, $1.id) }
+    }
+
+    /// The primary display, as CADisplayLink's main screen: the built-in panel (eDP, LVDS, DSI)
+    /// while it is lit, else the first lit display in the kernel's order; none while all are off.
+    /// `among` narrows it to one card's displays.
+    func primary(among candidates: [Display]? = nil) -> Display? {
+        let lit = (candidates ?? displaysInKernelOrder).filter { $0.state == .on }
+        return lit.first { Self.isBuiltIn($0.source.connectorName) } ?? lit.first
+    }
+
+    var primaryID: UInt32? { primary()?.id }
+
+    func info(_ d: Display) -> DisplayInfo {
+        d.info(isPrimary: d.id == primaryID, synthetic: source.isSynthetic)
+    }
+
+    /// The display `selector` names now. A CRTC id, connector name or EDID identity that more
+    /// than one display has is refused with the names that tell them apart.
+    func resolve(_ selector: DisplaySelector) -> Resolution {
+        let matches: [Display]
+        switch selector {
+        case .primary: return primary().map(Resolution.one) ?? .none
+        case .display(let id): return displays.first { $0.id == id }.map(Resolution.one) ?? .none
+        case .crtc(let id): matches = displaysInKernelOrder.filter { $0.key.crtcID == id }
+        case .connector(let name): matches = displaysInKernelOrder.filter { $0.source.connectorName == name }
+        case .match(let m):
+            let onCard = displaysInKernelOrder.filter { m.matches(info($0), pnpID: $0.source.edid?.pnpID ?? "") }
+            if case .primary = m.target { return primary(among: onCard).map(Resolution.one) ?? .none }
+            matches = onCard
+        }
+        guard matches.count > 1 else { return matches.first.map(Resolution.one) ?? .none }
+        let names = matches.map { d -> String in
+            switch selector {
+            case .crtc(let id): "crtc:\(id)@\(d.source.deviceName)"
+            default: "\(d.source.connectorName)@\(d.source.deviceName)"
+            }
+        }
+        return .ambiguous("\(selector.text) matches \(matches.count) displays (\(names.joined(separator: ", "))): name one, as in \(names[names.count - 1])")
+    }
+
+    /// Re-reads every known display's CRTC (one ioctl each) and looks for new ones at most twice
+    /// a second: what a client is about to be told or bound to is true now, even for displays
+    /// nobody follows.
+    func refreshDisplays() {
+        let now = monotonicNow()
+        for d in displays where displayByID[d.id] === d { recheck(d, now: now) }
+        rescanIfStale()
+        updatePrimary()
+    }
+
+    /// A hotplug uevent or a /dev/dri change: rescan now, and once more a moment later. The
+    /// kernel sends the uevent before its fbdev client reacts to the hotplug (turning an
+    /// unplugged connector's CRTC off, setting the card's others to its own mode), so the first
+    /// rescan can read the CRTCs as they were; the second, 300 ms on, reads what fbdev did.
+    func hotplugged() {
+        (source as? CardLifecycle)?.hotplugged()
+        rescanDisplays(announce: true)
+        rescanAgainAtNs = monotonicNow() &+ 300_000_000
+        updateHousekeeping()
+    }
+
+    /// Sends `message` encoded for the client's protocol version (display records grew in 3).
+    func send(_ message: ServerMessage, to client: Client) {
+        send(message.encoded(version: client.version ?? WireProtocol.minimumVersion), to: client)
+    }
+
+    /// Notices a new primary display and moves the protocol 3 subscriptions that follow
+    /// `primary` (also `@card`) to the display their selector names now: each gets SUBSCRIBED
+    /// for its new display, then a `modeChanged` with that display's record. Older protocols
+    /// stay on the display they were bound to, as they always did.
+    func updatePrimary() {
+        let now = primaryID
+        guard now != lastPrimaryID else { return }
+        if let old = lastPrimaryID, let new = now {
+            logger.info("primary display: \(old) → \(new) (\(displayByID[new]?.source.connectorName ?? "?"))")
+        }
+        lastPrimaryID = now
+        statusDirty = true
+        for d in displays {
+            for sub in d.subscriptions where (sub.client.version ?? 1) >= 3 && sub.followsPrimary {
+                guard case .one(let target) = resolve(sub.selector), target !== d else { continue }
+                move(sub, to: target)
+            }
+        }
+    }
+
+    private func move(_ sub: Subscription, to d: Display) {
+        let client = sub.client
+        logger.debug("client \(client.label): subscription \(sub.id) follows \(sub.selector.text) to display \(d.id)")
+        remove(sub)
+        attach(client, sub.request, to: d)
+        send(ServerMessage.displayEvent(DisplayEvent(kind: .modeChanged, display: info(d))), to: client)
+    }
+
+    /// The display is gone: protocol 3 subscriptions that named it by something that can come
+    /// back (a connector, `primary`, a card, an EDID) wait for it, as a SUBSCRIBE for a display
+    /// not there yet does; the others end. Returns whether `sub` now waits.
+    func keepWaiting(_ sub: Subscription) -> Bool {
+        let client = sub.client
+        guard (client.version ?? 1) >= 3, sub.selector.canAppearLater, client.closeReason == nil else { return false }
+        client.waiting[sub.id] = sub.request
+        return true
+    }
+}
+
+extension Subscription {
+    var followsPrimary: Bool {
+        switch selector {
+        case .primary: true
+        case .match(let m): if case .primary = m.target { true } else { false }
+        default: false
+        }
+    }
+}
