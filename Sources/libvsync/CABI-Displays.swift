@@ -48,8 +48,11 @@ func cDisplay(_ info: DisplayInfo) -> vsync_display {
     fill(&d.name, info.connectorName)
     // The wire names the card ("card0"); DRM cards live in /dev/dri. The timer source has none.
     if info.deviceName.hasPrefix("card") { fill(&d.device_path, "/dev/dri/" + info.deviceName) }
-    // bus_path and the EDID make, model and serial stay "": the protocol's display record does
-    // not carry them yet (issue 20 adds them to DisplayInfo; they are filled from there).
+    // Protocol 3's identity; "" from an older daemon, or where the connector has no EDID.
+    fill(&d.bus_path, info.busPath)
+    fill(&d.edid_make, info.edidMake)
+    fill(&d.edid_model, info.edidModel)
+    fill(&d.edid_serial, info.edidSerial)
     return d
 }
 

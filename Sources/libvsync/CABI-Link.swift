@@ -9,9 +9,17 @@ public func vsync_link_create(_ c: OpaquePointer?, _ display: UnsafePointer<CCha
     guard let c = client(c) else { return -ClientErrorCode.invalidArgument.rawValue }
     guard let core = c.core else { return -ClientErrorCode.notConnected.rawValue }
     guard let out else { return c.fail(.invalidArgument, "vsync_link_create: out is NULL: pass the address of a struct vsync_link *") }
-    let text = display.map { String(cString: $0) }
-    guard let selector = parseSelector(text) else {
-        return c.fail(.invalidArgument, "vsync_link_create: invalid display '\(text ?? "")': use NULL or \"primary\", a connector name of at most \(WireProtocol.nameSize) bytes, \"crtc:ID\" or \"display:ID\" with ID above 0")
+    // NULL is primary; anything else is read by the one selector parser every client shares
+    // (docs/PROTOCOL.md § 4: connector names, crtc:ID@CARD, display:ID, edid:MAKE/MODEL/SERIAL).
+    let selector: DisplaySelector
+    if let display {
+        do throws(SelectorSyntaxError) {
+            selector = try DisplaySelector.parse(String(cString: display))
+        } catch {
+            return c.fail(.invalidArgument, "vsync_link_create: \(error.message)")
+        }
+    } else {
+        selector = .primary
     }
     let id = core.subscribe(selector, range: .default)
     let link = CLink(client: c, id: id, frameFn: fn, user: user)
@@ -19,16 +27,6 @@ public func vsync_link_create(_ c: OpaquePointer?, _ display: UnsafePointer<CCha
     c.links[id] = handle
     out.pointee = link.handle
     return 0
-}
-
-/// NULL or "primary", "crtc:ID", "display:ID", or a connector name (at most 32 bytes).
-func parseSelector(_ text: String?) -> DisplaySelector? {
-    guard let text, !text.isEmpty, text != "primary" else { return .primary }
-    for (prefix, make) in [("crtc:", DisplaySelector.crtc), ("display:", DisplaySelector.display)] where text.hasPrefix(prefix) {
-        guard let id = UInt32(text.dropFirst(prefix.count)), id != 0 else { return nil }
-        return make(id)
-    }
-    return text.utf8.count <= WireProtocol.nameSize ? .connector(text) : nil
 }
 
 @_cdecl("vsync_link_set_rate")

@@ -188,13 +188,15 @@ const char *vsync_client_last_error(const struct vsync_client *client);
  * with vsync_link_destroy() (any order is safe). */
 void vsync_client_destroy(struct vsync_client *client);
 
-/* A link to one display: display NULL or "primary", a connector name ("HDMI-A-1"), "crtc:ID" or
- * "display:ID". Frames come at the display's full rate unless vsync_link_set_rate() says
+/* A link to one display: display NULL or "primary", a connector name ("HDMI-A-1"), "crtc:ID",
+ * "display:ID", "edid:MAKE/MODEL/SERIAL", or any of primary, crtc:ID, a connector or edid: followed
+ * by "@CARD" (card1, /dev/dri/card1 or the card's bus path; the syntax of docs/PROTOCOL.md § 4;
+ * the forms with @ or edid: need vsyncd with protocol 3). Frames come at the display's full rate unless vsync_link_set_rate() says
  * otherwise; settings made before the next vsync_client_dispatch() travel with the link's request
  * (the fd is readable until then), so its first frame already obeys them. user is passed to every
  * callback of the link. Returns 0 and the link in *out, or a negative errno (*out NULL; the
  * client's last error says why): -EINVAL for an invalid selector ("crtc:0", a name over 32
- * bytes). A display that does not exist is reported later, through the error callback. */
+ * bytes, "DP-1@"). A display that does not exist is reported later, through the error callback. */
 int vsync_link_create(struct vsync_client *client, const char *display, vsync_frame_fn fn, void *user,
                       struct vsync_link **out);
 
