@@ -105,6 +105,33 @@ extension DisplayLinkTests {
             link.invalidate()
         }
 
+        /// The names an app matches its window's output by reach DisplayLink: the display list
+        /// before a link is made, and the display a link selected by EDID is on.
+        @Test func displaysAndTheirIdentityReachDisplayLink() async throws {
+            let dell = EDIDIdentity(pnpID: "DEL", productCode: 0x2005, serialNumber: 0x0101_0101, productName: "D1918H",
+                                    serialText: "2C8FJ8255K5E", manufacturerName: "Dell Inc.")
+            var monitor = Self.virtual1(hz: 60)
+            monitor.busPath = "pci-0000:03:00.0"
+            monitor.edid = dell
+            let source = ScriptedVBlankSource(displays: [monitor])
+            let daemon = try InProcessDaemon(source: source)
+            defer { daemon.stop() }
+            let pump = VblankPump(source: source, key: Self.key, hz: 60)
+            defer { pump.stop() }
+            let listed = try DisplayLink.displays(socketPath: daemon.socketPath)
+            #expect(listed.map(\.connectorName) == ["Virtual-1"])
+            #expect(listed.first.map { [$0.busPath, $0.edidMake, $0.edidModel, $0.edidSerial] } == ["pci-0000:03:00.0", "Dell Inc.", "D1918H", "2C8FJ8255K5E"])
+            let recorder = LinkRecorder()
+            let link = DisplayLink(display: try DisplaySelector.parse("edid:DEL/D1918H"), socketPath: daemon.socketPath, handler: recorder.handler())
+            link.errorHandler = recorder.errorHandler()
+            #expect(link.currentDisplay == nil, "not subscribed yet")
+            link.start(on: DispatchQueue(label: "identity"))
+            #expect(await eventually(timeout: 3) { recorder.count >= 2 })
+            #expect(link.currentDisplay?.connectorName == "Virtual-1" && link.currentDisplay?.edidSerial == "2C8FJ8255K5E")
+            #expect(link.currentDisplay?.displayID == listed.first?.displayID)
+            link.invalidate()
+        }
+
         @Test func aDisplayThatGoesAwayIsAnError() async throws {
             let source = ScriptedVBlankSource(displays: [Self.virtual1(hz: 60)])
             let daemon = try InProcessDaemon(source: source)
