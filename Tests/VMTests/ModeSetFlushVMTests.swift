@@ -11,21 +11,6 @@ import Testing
 /// kernel's time. (The daemon before issue 19 ticked the flushed vblank again.)
 @Suite(.serialized)
 struct ModeSetFlushVMTests {
-    /// Builds a C tool of Tests/vm-tools on the host (the guest runs the host's files).
-    static func toolPath(_ name: String) throws -> String {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let out = root.appendingPathComponent(".build/vm-tools")
-        try FileManager.default.createDirectory(at: out, withIntermediateDirectories: true)
-        let binary = out.appendingPathComponent(name).path
-        let cc = Process()
-        cc.executableURL = URL(fileURLWithPath: "/usr/bin/cc")
-        cc.arguments = ["-O2", "-Wall", "-Werror", "-I/usr/include/libdrm", root.appendingPathComponent("Tests/vm-tools/\(name).c").path, "-ldrm", "-o", binary]
-        try cc.run()
-        cc.waitUntilExit()
-        guard cc.terminationStatus == 0 else { throw VsyncdVMError("cc Tests/vm-tools/\(name).c failed (is libdrm-dev installed?)") }
-        return binary
-    }
-
     @Test func aVBlankFlushedByACompositorsModeSetIsTickedOnce() async throws {
         let modes = [75.0, 60.0, 75.0, 60.0, 75.0, 60.0]
         var script = try VsyncdGuestScript()
@@ -33,7 +18,7 @@ struct ModeSetFlushVMTests {
         try script.recordKernel("k")
         script.shell("raw full 0")
         script.shell("wait_ticks full 10")
-        script.shell("'\(try Self.toolPath("fenced-modeset"))' --fence-ms 1500 --hold-ms 300 --signal-on /tmp/c.full.out:modeChanged \(modes.map { "\($0)" }.joined(separator: " ")) 2>&1 | sed 's/^/@@fenced /'")
+        script.shell("'\(try KernelRecord.vmToolPath("fenced-modeset"))' --fence-ms 1500 --hold-ms 300 --signal-on /tmp/c.full.out:modeChanged \(modes.map { "\($0)" }.joined(separator: " ")) 2>&1 | sed 's/^/@@fenced /'")
         script.shell("sleep 0.5; stop full TERM; stop k; vsyncd_stop; dump")
         let out = try await script.run(timeout: 300)
         #expect(out.result.status == 0 && out.errors.isEmpty && out.status("vsyncd") == 0, "\(out)")

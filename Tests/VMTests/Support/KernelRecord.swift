@@ -52,13 +52,16 @@ struct KernelRecord {
     }
 
     /// Builds the recorder on the host (the guest runs the host's files), once per test run.
-    static func recorderPath() throws -> String {
+    static func recorderPath() throws -> String { try vmToolPath("kernel-vblank-recorder") }
+
+    /// Builds Tests/vm-tools/NAME.c on the host with libdrm into .build/vm-tools/NAME.
+    static func vmToolPath(_ name: String) throws -> String {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().deletingLastPathComponent()
         let out = root.appendingPathComponent(".build/vm-tools")
         try FileManager.default.createDirectory(at: out, withIntermediateDirectories: true)
-        let binary = out.appendingPathComponent("kernel-vblank-recorder").path
-        let source = root.appendingPathComponent("Tests/vm-tools/kernel-vblank-recorder.c").path
+        let binary = out.appendingPathComponent(name).path
+        let source = root.appendingPathComponent("Tests/vm-tools/\(name).c").path
         let cc = Process()
         cc.executableURL = URL(fileURLWithPath: "/usr/bin/cc")
         cc.arguments = ["-O2", "-Wall", "-Werror", "-I/usr/include/libdrm", source, "-ldrm", "-o", binary]
