@@ -132,23 +132,41 @@ extension DisplayLinkTests {
             link.invalidate()
         }
 
-        @Test func aDisplayThatGoesAwayIsAnError() async throws {
+        /// Protocol 3: a link by connector name waits while its display is gone (a cable pulled,
+        /// a card removed) and follows it back; a link by display id names what is gone.
+        @Test func aDisplayThatGoesAwayIsWaitedForByNameAndAnErrorByID() async throws {
             let source = ScriptedVBlankSource(displays: [Self.virtual1(hz: 60)])
             let daemon = try InProcessDaemon(source: source)
             defer { daemon.stop() }
             let pump = VblankPump(source: source, key: Self.key, hz: 60)
             defer { pump.stop() }
-            let recorder = LinkRecorder()
-            let link = DisplayLink(display: .connector("Virtual-1"), socketPath: daemon.socketPath, handler: recorder.handler())
-            link.errorHandler = recorder.errorHandler()
-            link.start(on: DispatchQueue(label: "gone"))
-            #expect(await eventually(timeout: 3) { recorder.count >= 2 })
+            let byName = LinkRecorder(), byID = LinkRecorder()
+            let changes = Mutex<[DisplayLink.DisplayChange]>([])
+            let named = DisplayLink(display: .connector("Virtual-1"), socketPath: daemon.socketPath, handler: byName.handler())
+            named.errorHandler = byName.errorHandler()
+            named.displayChangeHandler = { change in changes.withLock { $0.append(change) } }
+            named.start(on: DispatchQueue(label: "by-name"))
+            #expect(await eventually(timeout: 3) { byName.count >= 2 })
+            let id = try #require(named.currentDisplay?.displayID)
+            let numbered = DisplayLink(display: .display(id), socketPath: daemon.socketPath, handler: byID.handler())
+            numbered.errorHandler = byID.errorHandler()
+            numbered.start(on: DispatchQueue(label: "by-id"))
+            #expect(await eventually(timeout: 3) { byID.count >= 2 })
+
             source.update { $0.removeAll() }
             source.push([.devicesChanged])
-            #expect(await eventually(timeout: 3) { recorder.errors.withLock { $0.contains(.displayGone(name: "Virtual-1")) } })
-            let error = recorder.errors.withLock { $0.first }
-            #expect(error?.description == "display Virtual-1 is gone: create a new link for another display")
-            link.invalidate()
+            #expect(await eventually(timeout: 3) { changes.withLock { $0.contains(.waiting) } })
+            #expect(await eventually(timeout: 3) { byID.errors.withLock { $0.contains(.displayGone(name: "Virtual-1")) } })
+            #expect(byID.errors.withLock { $0.first?.description } == "display Virtual-1 is gone: create a new link for another display")
+            #expect(byName.errors.withLock { $0.isEmpty }, "the link by name waits: \(byName.errors.withLock { $0 })")
+
+            // Back: the link by name ticks again without being made anew.
+            let before = byName.count
+            source.update { $0 = [Self.virtual1(hz: 60)] }
+            source.push([.devicesChanged])
+            #expect(await eventually(timeout: 3) { byName.count >= before + 2 })
+            named.invalidate()
+            numbered.invalidate()
         }
     }
 }

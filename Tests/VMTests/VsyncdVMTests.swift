@@ -70,7 +70,7 @@ struct VsyncdVMTests {
     /// A mode change mid-run (60 → 144 Hz): `duration`, divisors and intervals follow within 3
     /// frames of the first vblank at the new rate. The mode stays when vkms-modeset exits: fbcon
     /// restores its own only on the card's last close, and vsyncd keeps the card open.
-    @Test func modeChangeMidRunFollowedWithin3Frames() async throws {
+    @Test func modeChangeMidRunFollowedWithin120ms() async throws {
         var script = try VsyncdGuestScript()
         script.listDisplays()
         script.shell("vsyncd_start")
@@ -120,8 +120,13 @@ enum ModeChangeCheck {
                 report.failures.append("mode \(index): kernel period \(segment.periodNs) ns, expected \(1e9 / hz) ns")
             }
             // The first segment starts before the window; the others at their first vblank.
-            let settle = index == 0 ? from : segment.firstNs + UInt64(3 * segment.periodNs)
-            let windowEnd = min(segment.lastNs, to)
+            // A mode set's own moments are not held to the new mode: from its first vblank until
+            // the daemon has re-read the CRTC (3 frames, or `TickCheck.modeSetRecoveryNs` on a
+            // kernel that relights within 20 ms under TCG), and the last moments of the old mode,
+            // when the new mode may already be readable.
+            let settle = index == 0 ? from : segment.firstNs + max(UInt64(3 * segment.periodNs), TickCheck.modeSetRecoveryNs)
+            let next = index + 1 < segments.count ? segments[index + 1].firstNs : UInt64.max
+            let windowEnd = min(segment.lastNs, to, next &- min(next, TickCheck.modeSetRecoveryNs))
             print("mode \(index): \(sixDecimals(1e9 / segment.periodNs)) Hz from seq \(segment.firstSequence) (t \(segment.firstNs))")
             for client in clients {
                 let ticks = out.ticks(client.name)
