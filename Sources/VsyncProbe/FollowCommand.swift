@@ -111,20 +111,46 @@ struct FollowCommand: ParsableCommand {
             while let event = client.nextEvent() { follower.handle(event) }
         }
         if let fatal = follower.fatal { throw Failure.exit(fatal.description) }
-        follower.printSummary(requested: range ?? fps.map(String.init) ?? "max")
+        follower.printSummary(requested: range ?? fps.map(String.init) ?? "max", display: display)
     }
 }
 
 /// SIGINT, caught without SA_RESTART so that it ends a blocking read or wait at once.
+///
+/// The kernel gives a process-directed signal to any thread that does not block it, and the
+/// follow loop runs on a thread of the concurrency pool (the root command is async), not the
+/// main one: a signal taken by another thread would leave the loop's read waiting, forever
+/// while the display is dark. Pool threads also block every signal (libdispatch does), so
+/// the loop's thread unblocks SIGINT for itself, and the handler passes a signal taken
+/// elsewhere on to it (`pthread_kill` is async-signal-safe). A second Ctrl-C exits at once:
+/// it also covers one that came between the loop's check of the flag and the start of its
+/// read.
 enum Interrupt {
     private static let flag = Atomic<Bool>(false)
+    private static let waiter = Atomic<UInt>(0)
     static var received: Bool { flag.load(ordering: .relaxed) }
 
+    /// Installs the handler; the calling thread is the one whose waits a SIGINT must end.
     static func install() {
+        waiter.store(UInt(pthread_self()), ordering: .relaxed)
+        var interrupt = sigset_t()
+        sigemptyset(&interrupt)
+        sigaddset(&interrupt, SIGINT)
+        pthread_sigmask(SIG_UNBLOCK, &interrupt, nil)
         var action = sigaction()
-        action.__sigaction_handler.sa_handler = { _ in Interrupt.flag.store(true, ordering: .relaxed) }
+        action.__sigaction_handler.sa_handler = { _ in Interrupt.caught() }
         sigemptyset(&action.sa_mask)
         action.sa_flags = 0
         sigaction(SIGINT, &action, nil)
+    }
+
+    private static func caught() {
+        let target = waiter.load(ordering: .relaxed)
+        if UInt(pthread_self()) == target {
+            flag.store(true, ordering: .relaxed)
+            return
+        }
+        if flag.exchange(true, ordering: .relaxed) { _exit(130) }
+        pthread_kill(pthread_t(target), SIGINT)
     }
 }

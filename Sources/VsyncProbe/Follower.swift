@@ -3,7 +3,7 @@ import VsyncClientCore
 import VsyncCore
 
 /// One `follow` run: the client core's events turned into output lines and a summary. It runs
-/// on the main thread alone (the core owns no thread), so it needs no lock.
+/// on the follow loop's thread alone (the core owns no thread), so it needs no lock.
 struct Follower {
     let json: Bool
     let limit: Int?
@@ -18,6 +18,8 @@ struct Follower {
     private var durationNs: UInt64 = 0
     private var synthetic = false
     private(set) var refreshMillihertz: UInt64 = 0
+    /// The subscription waits for its display (not there, or dark after a removal).
+    private var waiting = false
     /// Set when the run cannot go on: nothing will ever tick.
     private(set) var fatal: ClientError?
 
@@ -34,8 +36,10 @@ struct Follower {
         switch event {
         case .frame(let frame): tick(frame)
         case .subscribed(let answer) where answer.isWaiting:
+            waiting = true
             Output.line(json ? "{\"event\":\"waiting\"}" : "waiting for the display to appear")
         case .subscribed(let answer):
+            waiting = false
             refreshMillihertz = answer.display.refreshMillihertz
             if answer.display.flags.contains(.synthetic) { synthetic = true }
         case .display(_, let change): displayChanged(change)
@@ -134,7 +138,7 @@ struct Follower {
             : durationNs > 0 ? Int((1e9 / Double(durationNs)).rounded()) : 0
     }
 
-    func printSummary(requested: String) {
+    func printSummary(requested: String, display: String) {
         let span = Double(lastTimestampNs &- firstTimestampNs) / 1e9
         // Rate from the vblank timestamps: ticks after the first over the time they span.
         let achieved = ticks > 1 && span > 0 ? Double(ticks - 1) / span : 0
@@ -149,6 +153,8 @@ struct Follower {
                 + "\"requested\":\"\(requested)\",\"maximumFramesPerSecond\":\(refresh),\"durationNs\":\(durationNs),"
                 + "\"seconds\":\(Self.fixed(span, 3)),\"synthetic\":\(synthetic),\"latencyUs\":\(stats(latency)),"
                 + "\"workDurationUs\":\(Self.fixed(Double(workDurationNs) / 1000, 1)),\"leadUs\":\(stats(lead))}")
+        } else if ticks == 0 && waiting {
+            Output.line("summary: no tick: still waiting for \(display) (see `vsync-probe list`)")
         } else {
             Output.line("summary: \(ticks) ticks over \(Self.fixed(span, 3)) s, achieved \(Self.fixed(achieved, 3)) Hz"
                 + " (requested \(requested), display \(refresh) Hz\(synthetic ? ", synthetic" : "")), skipped \(skipped)")

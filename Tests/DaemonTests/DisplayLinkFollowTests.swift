@@ -86,6 +86,37 @@ extension DisplayLinkTests.Daemon {
         #expect(lines.last?.hasPrefix("lead µs (target − receipt, work duration 0): p50 ") == true)
     }
 
+    /// A follower waiting for a display that is not there (dark, unplugged) reads nothing, so
+    /// only the signal can end its read: it must reach the thread that reads (issue 20's
+    /// follow-up; before the fix it waited on after Ctrl-C, 8 runs of 8).
+    @Test func followWaitingForItsDisplayStopsOnSIGINT() async throws {
+        let daemon = try DaemonProcess(hertz: 60, logLevel: "warning")
+        defer { daemon.stop() }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try DaemonProcess.binary("vsync-probe"))
+        process.arguments = ["follow", "--socket", daemon.socketPath, "--display", "DP-9"]
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        var head = ""
+        let reader = out.fileHandleForReading
+        while !head.contains("waiting for the display to appear") {
+            let chunk = reader.availableData
+            if chunk.isEmpty { break }
+            head += String(decoding: chunk, as: UTF8.self)
+        }
+        try #require(head.contains("waiting for the display to appear"), "follow printed: \(head)")
+        kill(process.processIdentifier, SIGINT)
+        let deadline = DisplayLink.currentTime() + 5
+        while process.isRunning && DisplayLink.currentTime() < deadline { usleep(10_000) }
+        #expect(!process.isRunning, "follow still waits 5 s after SIGINT")
+        guard !process.isRunning else { return }
+        let text = head + String(decoding: reader.readDataToEndOfFile(), as: UTF8.self)
+        #expect(process.terminationStatus == 0)
+        #expect(text.contains("summary: no tick: still waiting for DP-9"), "follow printed: \(text)")
+    }
+
     struct ProbeResult {
         var status: Int32
         var stdout: String
