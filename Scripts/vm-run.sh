@@ -34,6 +34,9 @@ options:
                     card0: only the cards Scripts/vkms-layout.sh makes)
   --systemd         boot systemd as PID 1 (on the same overlay) and run COMMAND as its unit
                     vm-run.service: for testing units under real systemd
+  --virtio-gpu      add qemu's virtio-gpu (a second real DRM driver: vblank from the kernel's
+                    vblank timer, and an EDID from qemu); vkms registers first, so vkms's
+                    default device stays card0 and virtio-gpu is card1
   -h, --help        show this text
 
 environment: VSYNCD_VM_KERNEL=BZIMAGE boots that kernel instead of Scripts/build-kernel.sh's.
@@ -44,7 +47,7 @@ time, or the guest died without reporting a status (the console log's tail is pr
 EOF
 }
 
-timeout=300 smp=2 mem=1024 console="" envs=() extra_append=""
+timeout=300 smp=2 mem=1024 console="" envs=() extra_append="" devices=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --timeout) timeout=${2:?--timeout needs SEC}; shift 2 ;;
@@ -54,6 +57,7 @@ while [ $# -gt 0 ]; do
     --env) envs+=("${2:?--env needs NAME=VALUE}"); shift 2 ;;
     --append) extra_append+=" ${2:?--append needs kernel arguments}"; shift 2 ;;
     --systemd) extra_append+=" vsyncd.guest=systemd systemd.unit=vm-run.service"; shift ;;
+    --virtio-gpu) devices+=(-device virtio-gpu-pci,edid=on,xres=1280,yres=800); shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; break ;;
     *) echo "vm-run: unknown option '$1': the command goes after --; see --help" >&2; exit 125 ;;
@@ -141,19 +145,30 @@ out_pid=$!
 cat "$run/err" >&2 &
 err_pid=$!
 
+# The guest's TSC rate, so it never calibrates against the emulated PIT (host-tsc-khz.c says
+# why: on a busy host it fails, and the guest then has no high-resolution timers).
+tsc_arg=""
+if gcc -O2 -o "$run/host-tsc-khz" "$here/host-tsc-khz.c" 2>/dev/null && khz=$("$run/host-tsc-khz"); then
+  tsc_arg=" tsc_early_khz=$khz"
+else
+  echo "vm-run: could not measure the host's TSC rate (gcc, x86): the guest calibrates its own, and on a busy host may run without high-resolution timers" >&2
+fi
+
 start=$EPOCHREALTIME
 # -accel tcg: KVM guests hang on these hosts. -nodefaults: no VGA/NIC/monitor, only our devices.
 # tsc=reliable: the guest has no second clocksource (no HPET, no ACPI PM timer) to verify the TSC
 # against, and Linux 7.x then never marks it fit for high-resolution timers: without it every
 # timer in the guest fires on the 250 Hz tick (hres_active 0 in /proc/timer_list; 6.1 had 1).
+# tsc_early_khz: the rate it would otherwise calibrate, badly, on a busy host (above).
 qemu-system-x86_64 \
   -accel tcg -smp "$smp" -m "$mem" -nodefaults -no-user-config -display none -no-reboot \
   -kernel "$kernel" \
-  -append "console=ttyS0 root=root rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=262144,cache=loose ro init=$here/guest-init.sh panic=-1 tsc=reliable$extra_append" \
+  -append "console=ttyS0 root=root rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=262144,cache=loose ro init=$here/guest-init.sh panic=-1 tsc=reliable$tsc_arg$extra_append" \
   -fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap \
   -device virtio-9p-pci,fsdev=root,mount_tag=root \
   -fsdev local,id=vmrun,path="$run/share",security_model=none \
   -device virtio-9p-pci,fsdev=vmrun,mount_tag=vmrun \
+  "${devices[@]+"${devices[@]}"}" \
   -chardev file,id=con,path="$console",append=on -serial chardev:con \
   -chardev file,id=out,path="$run/out" -serial chardev:out \
   -chardev file,id=err,path="$run/err" -serial chardev:err \

@@ -1,11 +1,12 @@
 import Foundation
 import Testing
 
-/// Issue 23 item 2 in the VM test bed: `vsync-probe measure` calls vkms's exact stamps scanout
-/// and finds no residual on them. (Booted with `drm.timestamp_precision_usec=0`, the interrupt
-/// stamps of this guest, now that it has high-resolution timers (`tsc=reliable`), spread 40–60 µs
-/// RMS and were classified either way: that check is left out until the classifier is settled;
-/// the classifier's own tests are InterruptTimestampTests.)
+/// Issue 23 item 2 in the VM test bed: `vsync-probe measure` tells interrupt-time stamps from
+/// scanout ones. Booted with `drm.timestamp_precision_usec=0` the kernel stamps vkms's vblanks
+/// at interrupt time: late by the guest's timer latency, 40–60 µs RMS on an idle host and up
+/// to ~1 ms on a busy one, not always with a late tail (`RefreshModel.interruptOnlySpreadNs`).
+/// On a normal boot they are vkms's exact grid. Needs vm-run.sh's `tsc_early_khz` (without it
+/// a busy host left the guest on jiffies: every stamp a 4 ms host tick).
 @Suite(.serialized)
 struct TimestampSourceVMTests {
     struct Quality: Decodable {
@@ -24,6 +25,19 @@ struct TimestampSourceVMTests {
         return try (0..<2).map { i in
             #expect(out.status("m\(i)") == 0, "\(out)")
             return try JSONDecoder().decode(Quality.self, from: Data((out.line("m\(i)") ?? "").utf8))
+        }
+    }
+
+    @Test func interruptStampsAreFlagged() async throws {
+        let runs = try await Self.measure(append: "drm.timestamp_precision_usec=0")
+        for q in runs {
+            print("drm.timestamp_precision_usec=0, \(q.frames) frames: \(q.timestampSource), residual RMS \(q.residualUs.rms) µs, p99 \(q.residualUs.p99) µs, \(q.ppm) ppm")
+            #expect(q.timestampSource == "interrupt", "\(q)")
+            // No interrupt verdict comes below 10 µs RMS; vkms's exact stamps have 0.
+            #expect(q.residualUs.rms >= 10, "\(q)")
+            // The issue's targets are 20 ppm over 240 frames and 5 over 600 (measured here:
+            // 3-9 and 3.5-4.4 on a loaded host); a test on a shared 2-core machine holds twice them.
+            #expect(abs(q.ppm) <= (q.frames >= 600 ? 10 : 40), "\(q)")
         }
     }
 

@@ -62,7 +62,7 @@ extension RefreshModel {
         var moments = ResidualMoments()
         for r in sorted[trim..<(sorted.count - trim)] { moments.add(r) }
         let shape = moments.shape(entering: true) ?? .centered
-        if shape != .centered {
+        if shape.fitsEnvelope {
             // The envelope wants x strictly increasing: sort by sequence, drop repeats.
             var kept: [(x: Double, y: Double)] = []
             let latest = high + 0.05 * (high - low)
@@ -85,7 +85,7 @@ extension RefreshModel {
                 residualsNs = residuals()
             }
         }
-        let source: TimestampSource = shape == .centered ? .scanout : .interrupt
+        let source: TimestampSource = shape.isInterrupt ? .interrupt : .scanout
         return LinearFit(
             periodNs: line.slope, referenceSequence: first.sequence,
             referenceTimestampNs: first.timestampNs, offsetNs: line.interceptAtZero,

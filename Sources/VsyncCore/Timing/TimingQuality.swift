@@ -12,7 +12,7 @@ public enum TimestampSource: String, Sendable, Hashable, Codable {
     public static func judge(residualsNs r: [Double]) -> TimestampSource? {
         var m = ResidualMoments()
         for v in r { m.add(v) }
-        return m.shape(entering: true).map { $0 == .centered ? .scanout : .interrupt }
+        return m.shape(entering: true).map { $0.isInterrupt ? .interrupt : .scanout }
     }
 }
 
@@ -25,6 +25,17 @@ enum ResidualShape {
     /// Bounded and flat (kurtosis ≤ 2.1 and a range within 4 RMS; a uniform spread has 1.8
     /// and 3.5, Gaussian noise 3 and about 5): the stamp is the first timer tick after the vblank.
     case flat
+    /// Neither, but wider than any scanout stamp (`RefreshModel.interruptOnlySpreadNs`):
+    /// interrupt latency that varies about its mean without a tail. The stamps are the
+    /// interrupt's, but least squares is still the better fit of such a spread (the lower
+    /// envelope of a symmetric spread rests on its few earliest stamps).
+    case wide
+
+    /// The stamps are taken at interrupt time.
+    var isInterrupt: Bool { self != .centered }
+    /// The grid is the residuals' lower envelope (one-sided error with a floor), not their
+    /// least-squares line.
+    var fitsEnvelope: Bool { self == .skewedLate || self == .flat }
 }
 
 struct ResidualMoments {
@@ -52,12 +63,13 @@ struct ResidualMoments {
         guard m2 > 0 else { return .centered }
         let rms = m2.squareRoot()
         let skewness = m3 / (m2 * rms), kurtosis = m4 / (m2 * m2)
-        let spread = RefreshModel.interruptSpreadNs * (entering ? 1 : 0.5)
-        guard rms >= spread else { return .centered }
-        if skewness >= RefreshModel.interruptSkewness * (entering ? 1 : 0.5) { return .skewedLate }
+        let scale = entering ? 1.0 : 0.5
+        guard rms >= RefreshModel.interruptSpreadNs * scale else { return .centered }
+        if skewness >= RefreshModel.interruptSkewness * scale { return .skewedLate }
         // Flat: a uniform spread has kurtosis 1.8 and spans √12 ≈ 3.5 RMS; 120 Gaussian
         // residuals span about 5 RMS and rarely reach kurtosis 2.1, never both.
         if entering ? kurtosis <= 2.1 && high - low <= 4 * rms : kurtosis <= 2.5 { return .flat }
+        if rms >= RefreshModel.interruptOnlySpreadNs * scale { return .wide }
         return .centered
     }
 }
