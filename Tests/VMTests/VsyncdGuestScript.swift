@@ -8,6 +8,8 @@ struct VsyncdGuestScript {
     /// Where the test helpers are (vkms-modeset): the debug build, which has them.
     let tools: String
     private(set) var lines: [String] = ["set -u", ". Scripts/guest-vsyncd-lib.sh"]
+    /// Boot with qemu's virtio-gpu as card1 (vm-run.sh --virtio-gpu): a real driver with an EDID.
+    var virtioGPU = false
 
     /// `release`: vsyncd and vsync-probe from the release build, for tests that measure timing.
     /// Under TCG a debug build runs several times slower, and its wake-ups measure the build,
@@ -31,7 +33,8 @@ struct VsyncdGuestScript {
 
     func run(timeout: Int = 300) async throws -> VsyncdGuestOutput {
         let result = try await GuestVM.run(
-            ["sh", "-c", lines.joined(separator: "\n")], timeout: timeout, env: ["VSYNC_BIN": bin, "VSYNC_TOOLS": tools])
+            ["sh", "-c", lines.joined(separator: "\n")], timeout: timeout, env: ["VSYNC_BIN": bin, "VSYNC_TOOLS": tools],
+            virtioGPU: virtioGPU)
         return VsyncdGuestOutput(result: result)
     }
 }
