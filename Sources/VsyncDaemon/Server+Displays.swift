@@ -112,6 +112,7 @@ extension Server {
         logger.info("display \(d.id) (\(d.source.connectorName)) is off")
         if source.isActive(d.key) { try? source.setActive(d.key, false, token: d.id) }
         d.state = .off
+        d.turnedOff()
         d.offSinceNs = monotonicNow()
         for sub in d.subscriptions { sub.resetDelivery() }
         broadcastEvent(.off, d)
