@@ -70,9 +70,26 @@ final class Display {
     /// The display went dark: one generation.
     func turnedOff() { changes &+= 1 }
 
-    /// Starts the model over for a new mode (or after a suspend, or on again): one generation.
+    /// The model's period restarts as of the previous read of the source for this display.
+    private var periodRestartsAtLastRead: UInt64 = 0
+    /// The model restarted on a new period since the previous read: a mode change this read
+    /// finds is the change it saw (a late read full of the new mode's vblanks restarts the model
+    /// before the CRTC is re-read after them), and the restart's bump stands for it. Only
+    /// during `Server.apply`: a later reset is another change.
+    private var restartedSinceLastRead = false
+
+    /// The source was read for this display; what it says is being applied until `applied()`.
+    func sourceRead() {
+        restartedSinceLastRead = model.periodRestartCount != periodRestartsAtLastRead
+        periodRestartsAtLastRead = model.periodRestartCount
+    }
+
+    func applied() { restartedSinceLastRead = false }
+
+    /// Starts the model over for a new mode (or after a suspend, or on again): one generation,
+    /// unless the model's own restart already counted this change (`restartedSinceLastRead`).
     func resetModel() {
-        changes &+= 1
+        if restartedSinceLastRead { restartedSinceLastRead = false } else { changes &+= 1 }
         model.reset(nominalPeriodNs: source.refresh?.periodNanoseconds ?? Self.fallbackPeriodNs)
         lastSample = nil
         fruitlessRechecks = 0

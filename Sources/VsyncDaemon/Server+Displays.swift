@@ -92,6 +92,8 @@ extension Server {
 
     /// Takes in what the source says of a display now, and tells its subscribers what changed.
     func apply(_ fresh: SourceDisplay, to d: Display) {
+        d.sourceRead()
+        defer { d.applied() }
         let old = d.source
         d.source = fresh
         if fresh.busPath != old.busPath || fresh.edid != old.edid || fresh.connectorName != old.connectorName { statusDirty = true }

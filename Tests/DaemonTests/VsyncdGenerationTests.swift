@@ -102,5 +102,29 @@ extension VsyncdTests {
             }
             _ = next
         }
+
+        /// A mode change the model sees first (a late read with many of the new mode's vblanks:
+        /// it restarts on the new period before the CRTC is re-read) is still one change.
+        @Test func aModeChangeTheModelSawFirstBumpsOnce() throws {
+            let source = ScriptedVBlankSource(displays: [Changes.virtual1(hz: 60)])
+            let daemon = try InProcessDaemon(source: source)
+            defer { daemon.stop() }
+            let client = try RawClient(path: daemon.socketPath)
+            try client.handshake(version: 4)
+            let g0 = try client.subscribe(1, fps: 0, selector: .connector("Virtual-1")).display.generation
+            var next = Changes.vblanks(source, 100...130, hz: 60, start: 5_000_000_000)
+            var ticks = Self.ticks(client.messages { if case .tick(let t) = $0 { t.sequence == 130 } else { false } })
+            #expect(ticks.allSatisfy { $0.generation == g0 })
+            source.update { $0[0] = Changes.virtual1(hz: 144) }
+            next = Changes.vblanks(source, 131...150, hz: 144, start: next)  // one read: the model restarts mid-way
+            var changed = client.messages { if case .displayEvent(let e) = $0 { e.kind == .modeChanged } else { false } }
+            next = Changes.vblanks(source, 151...170, hz: 144, start: next)
+            changed += client.messages { if case .tick(let t) = $0 { t.sequence == 170 } else { false } }
+            #expect(Self.event(.modeChanged, in: changed)?.display.generation == g0 + 1)
+            ticks = Self.ticks(changed)
+            #expect(ticks.allSatisfy { $0.generation == g0 || $0.generation == g0 + 1 }, "\(ticks.map(\.generation))")
+            #expect(ticks.last?.generation == g0 + 1)
+            _ = next
+        }
     }
 }
