@@ -36,6 +36,8 @@ class Frame(ctypes.Structure):
         ("timeline_count", ctypes.c_uint32),
         ("reserved2", ctypes.c_uint32),
         ("timelines", Timeline * 4),
+        ("generation", ctypes.c_uint32),  # after 0.3.0: changes with mode, on/off, model reset
+        ("reserved3", ctypes.c_uint32),
     ]
 
 

@@ -18,6 +18,10 @@ extension DisplayLink {
         }
     }
 
+    /// The configuration generation of the link's display as vsyncd last described it (its
+    /// `generation`; frames carry theirs in ``Frame/generation``); 0 before the daemon answered.
+    public var displayGeneration: UInt32 { currentDisplay?.generation ?? 0 }
+
     /// Every display vsyncd has, to choose one before making a link: match a Wayland
     /// `wl_output`'s name or an X11 RandR output to `connectorName`, or a monitor to its EDID, and
     /// select it with ``DisplaySelector/parse(_:)`` (`"DP-1"`, `"edid:DEL/DELL U2720Q/ABC123"`,

@@ -29,13 +29,18 @@ extension DisplayLink {
         public var flags: Flags
         /// When the library read this tick from the socket, in ns (for latency measurements).
         public var receivedNanoseconds: UInt64
+        /// The display's configuration generation (protocol 4; 0 from an older vsyncd): it
+        /// differs from the previous frame's after any change of mode, on/off or timing model
+        /// reset, so one comparison tells whether predictions and rates still hold.
+        public var generation: UInt32
 
         /// A frame from its parts (for tests and replays; links make their own).
         public init(
             timestampNanoseconds: UInt64, targetTimestampNanoseconds: UInt64, durationNanoseconds: UInt64,
             sequence: UInt64, skipped: Int, flags: Flags, receivedNanoseconds: UInt64,
-            targetSequence: UInt64? = nil, frameTimelines: FrameTimelines? = nil
+            targetSequence: UInt64? = nil, frameTimelines: FrameTimelines? = nil, generation: UInt32 = 0
         ) {
+            self.generation = generation
             self.timestampNanoseconds = timestampNanoseconds
             self.targetTimestampNanoseconds = targetTimestampNanoseconds
             self.durationNanoseconds = durationNanoseconds
@@ -54,7 +59,7 @@ extension DisplayLink {
                 timestampNanoseconds: frame.timestampNs, targetTimestampNanoseconds: frame.targetTimestampNs,
                 durationNanoseconds: frame.displayIntervalNs, sequence: frame.sequence,
                 skipped: Int(frame.skipped), flags: frame.flags, receivedNanoseconds: frame.receivedNs,
-                targetSequence: frame.targetSequence, frameTimelines: frame.timelines)
+                targetSequence: frame.targetSequence, frameTimelines: frame.timelines, generation: frame.generation)
         }
 
         /// ``timestampNanoseconds`` in seconds, like `CADisplayLink.timestamp`.

@@ -30,6 +30,9 @@ public struct ClientFrame: Sendable, Equatable {
     public var flags: TickFlags
     /// When this library read the tick (CLOCK_MONOTONIC ns).
     public var receivedNs: UInt64
+    /// The display's configuration generation (protocol 4; 0 from older daemons): it differs
+    /// from the last frame's after any change of mode, on/off or model reset.
+    public var generation: UInt32
 
     public init(_ tick: Tick, replaced: UInt32, receivedNs: UInt64) {
         subscriptionID = tick.subscriptionID
@@ -45,6 +48,7 @@ public struct ClientFrame: Sendable, Equatable {
         skipped = total > UInt64(UInt32.max) ? UInt32.max : UInt32(total)
         divisor = tick.divisor
         flags = tick.flags
+        generation = tick.generation
         self.receivedNs = receivedNs
     }
 }

@@ -28,6 +28,14 @@ final class Display {
     var isPredicting: Bool { state == .off || vblankRefused }
     /// The earliest pacing wake among its subscriptions (see Server+Pacing.swift).
     var nextWakeNs: UInt64?
+    /// Changes the daemon made: mode, off, on, model resets (`resetModel`, `turnedOff`).
+    private var changes: UInt32 = 0
+    /// The configuration generation every tick and display record carries (protocol 4): bumps
+    /// exactly once per change of mode, on/off or model reset, including the model's own
+    /// restarts on a new period (one it saw before the mode was re-read; not a new phase after
+    /// an idle spell, which changes nothing a client was told), so a client detects any change
+    /// with one comparison. Wraps.
+    var generation: UInt32 { changes &+ UInt32(truncatingIfNeeded: model.periodRestartCount) }
 
     static let fallbackPeriodNs = 1e9 / 60
 
@@ -59,8 +67,29 @@ final class Display {
         subscriptions.insert(sub, at: at)
     }
 
-    /// Starts the model over for a new mode.
+    /// The display went dark: one generation.
+    func turnedOff() { changes &+= 1 }
+
+    /// The model's period restarts as of the previous read of the source for this display.
+    private var periodRestartsAtLastRead: UInt64 = 0
+    /// The model restarted on a new period since the previous read: a mode change this read
+    /// finds is the change it saw (a late read full of the new mode's vblanks restarts the model
+    /// before the CRTC is re-read after them), and the restart's bump stands for it. Only
+    /// during `Server.apply`: a later reset is another change.
+    private var restartedSinceLastRead = false
+
+    /// The source was read for this display; what it says is being applied until `applied()`.
+    func sourceRead() {
+        restartedSinceLastRead = model.periodRestartCount != periodRestartsAtLastRead
+        periodRestartsAtLastRead = model.periodRestartCount
+    }
+
+    func applied() { restartedSinceLastRead = false }
+
+    /// Starts the model over for a new mode (or after a suspend, or on again): one generation,
+    /// unless the model's own restart already counted this change (`restartedSinceLastRead`).
     func resetModel() {
+        if restartedSinceLastRead { restartedSinceLastRead = false } else { changes &+= 1 }
         model.reset(nominalPeriodNs: source.refresh?.periodNanoseconds ?? Self.fallbackPeriodNs)
         lastSample = nil
         fruitlessRechecks = 0
@@ -72,6 +101,8 @@ final class Display {
     func info(isPrimary: Bool, synthetic: Bool) -> DisplayInfo {
         var flags: DisplayFlags = synthetic ? .synthetic : .hardwareClock
         if isPrimary { flags.insert(.primary) }
+        let timing = model.displayTiming
+        flags.formUnion(timing.flags)
         return DisplayInfo(
             displayID: id, crtcID: source.key.crtcID, connectorID: source.connectorID,
             state: state, flags: flags,
@@ -80,6 +111,6 @@ final class Display {
             width: source.width, height: source.height,
             connectorName: source.connectorName, deviceName: source.deviceName,
             busPath: source.busPath, edidMake: source.edid?.make ?? "", edidModel: source.edid?.model ?? "",
-            edidSerial: source.edid?.serial ?? "")
+            edidSerial: source.edid?.serial ?? "", generation: generation, timing: timing.timing)
     }
 }

@@ -92,6 +92,8 @@ extension Server {
 
     /// Takes in what the source says of a display now, and tells its subscribers what changed.
     func apply(_ fresh: SourceDisplay, to d: Display) {
+        d.sourceRead()
+        defer { d.applied() }
         let old = d.source
         d.source = fresh
         if fresh.busPath != old.busPath || fresh.edid != old.edid || fresh.connectorName != old.connectorName { statusDirty = true }
@@ -112,6 +114,7 @@ extension Server {
         logger.info("display \(d.id) (\(d.source.connectorName)) is off")
         if source.isActive(d.key) { try? source.setActive(d.key, false, token: d.id) }
         d.state = .off
+        d.turnedOff()
         d.offSinceNs = monotonicNow()
         for sub in d.subscriptions { sub.resetDelivery() }
         broadcastEvent(.off, d)

@@ -102,7 +102,7 @@ extension Server {
                 targetTimestampNs: timelines[0].presentationNs,
                 displayIntervalNs: interval, clientIntervalNs: interval &* UInt64(sub.divisor),
                 skipped: 0, divisor: sub.divisor, flags: flags, targetSequence: targetSequence,
-                timelines: timelines)
+                timelines: timelines, generation: d.generation)
             offer(tick, to: sub)
         }
     }

@@ -97,7 +97,7 @@ extension Server {
                 targetTimestampNs: timelines[0].presentationNs,
                 displayIntervalNs: interval, clientIntervalNs: interval &* divisor,
                 skipped: 0, divisor: sub.divisor, flags: flags,
-                targetSequence: timelines[0].sequence, timelines: timelines)
+                targetSequence: timelines[0].sequence, timelines: timelines, generation: d.generation)
             offer(tick, to: sub)
         }
         // Paced wakes move with the model: re-aim them after each vblank.

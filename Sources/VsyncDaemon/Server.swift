@@ -38,6 +38,8 @@ final class Server {
     var sourceEvents: [SourceEvent] = []
     /// CLOCK_BOOTTIME against CLOCK_MONOTONIC, read once per source read (`checkSuspend`).
     var suspendDetector = SuspendDetector()
+    /// Reads CLOCK_MONOTONIC and CLOCK_BOOTTIME for `suspendDetector`; a test gives its own.
+    var suspendClocks: @Sendable () -> (monotonicNs: UInt64, boottimeNs: UInt64) = Server.readSuspendClocks
     var nextDisplayID: UInt32 = 1
     var running = true
     var lastStatus = ""

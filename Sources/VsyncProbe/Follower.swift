@@ -69,15 +69,16 @@ struct Follower {
                 + "\"timestampNs\":\(f.timestampNs),\"targetTimestampNs\":\(f.targetTimestampNs),\"targetSequence\":\(f.targetSequence),"
                 + "\"durationNs\":\(f.displayIntervalNs),\"skipped\":\(f.skipped),\"flags\":[\(flagNames(f.flags).map { "\"\($0)\"" }.joined(separator: ","))],"
                 + "\"latencyUs\":\(fixed(latencyUs, 1)),\"leadUs\":\(fixed(leadUs, 1)),\"workDurationUs\":\(fixed(Double(workDurationNs) / 1000, 1)),"
-                + "\"timelines\":[\(timelines.joined(separator: ","))]}"
+                + "\"timelines\":[\(timelines.joined(separator: ","))],\"generation\":\(f.generation)}"
         }
         let flags = flagNames(f.flags).joined(separator: ",")
         return "seq \(f.sequence)  t \(seconds(f.timestampNs))  target \(f.targetSequence) at \(seconds(f.targetTimestampNs))"
             + "  duration \(fixed(Double(f.displayIntervalNs) / 1e6, 3)) ms"
             + "  skipped \(f.skipped)  flags \(flags.isEmpty ? "-" : flags)  latency \(fixed(latencyUs, 0)) µs  lead \(fixed(leadUs, 0)) µs"
+            + "  generation \(f.generation)"
     }
 
-    /// A display change as one line: `{"event":"modeChanged","refreshHz":144.000235}`, or text.
+    /// A display change as one line: `{"event":"modeChanged","refreshHz":144.000235,"generation":7}`, or text.
     /// `added` is any display vsyncd found, not only this subscription's.
     private mutating func displayChanged(_ event: DisplayEvent) {
         let name: String
@@ -93,9 +94,10 @@ struct Follower {
         case .removed: name = "removed"
         }
         if json {
-            Output.line("{\"event\":\"\(name)\"" + (hz.map { ",\"refreshHz\":\(Self.fixed($0, 6))" } ?? "") + "}")
+            Output.line("{\"event\":\"\(name)\"" + (hz.map { ",\"refreshHz\":\(Self.fixed($0, 6))" } ?? "")
+                + ",\"generation\":\(event.display.generation)}")
         } else {
-            Output.line("display " + name + (hz.map { " \(Self.fixed($0, 6)) Hz" } ?? ""))
+            Output.line("display " + name + (hz.map { " \(Self.fixed($0, 6)) Hz" } ?? "") + "  generation \(event.display.generation)")
         }
     }
 

@@ -13,6 +13,9 @@ struct ListCommand: ParsableCommand {
     @Flag(help: "Print one JSON object.")
     var json = false
 
+    @Option(help: "vsyncd socket for its timing quality and generations (default: $VSYNCD_SOCKET, else /run/vsyncd/vsyncd.sock).")
+    var socket: String?
+
     struct CardInfo: Encodable {
         var path: String
         /// The card's stable path (`pci-0000:03:00.0`): select its displays with `@` + this.
@@ -46,6 +49,13 @@ struct ListCommand: ParsableCommand {
         var vrefresh: UInt32?
         var vblank: Bool
         var vblankError: String?
+        /// From vsyncd, when it runs and drives this CRTC (ListCommand+Daemon.swift): the
+        /// display's configuration generation, and its model's timing quality as `measure`
+        /// reports a run's ("scanout" or "interrupt"; residual RMS and p99 in µs).
+        var generation: UInt32?
+        var timestampSource: String?
+        var residualUs: MeasureReport.Residual?
+        var residualSamples: UInt32?
     }
 
     struct Listing: Encodable { var cards: [CardInfo] }
@@ -55,7 +65,15 @@ struct ListCommand: ParsableCommand {
         guard !paths.isEmpty else {
             throw Failure.exit(DRMError(kind: .noDevice, errno: 0, device: "/dev/dri", operation: "scan"))
         }
-        let cards = paths.map(Self.describe)
+        let daemon = Self.daemonDisplays(socket: socket)
+        let cards = paths.map { path in
+            var card = Self.describe(path)
+            let name = path.split(separator: "/").last.map(String.init) ?? path
+            for i in card.crtcs.indices {
+                if let d = daemon[Self.key(card: name, crtc: card.crtcs[i].id)] { Self.addDaemonView(d, to: &card.crtcs[i]) }
+            }
+            return card
+        }
         if json {
             try Output.json(Listing(cards: cards))
         } else {
@@ -111,7 +129,7 @@ struct ListCommand: ParsableCommand {
                 "\(m) \(c.nominalHz.map(Mode.hertzText) ?? "?") Hz (vrefresh \(c.vrefresh ?? 0))"
             } ?? "no mode"
             let vblank = c.vblank ? "vblank ok" : "vblank: \(c.vblankError ?? "fails")"
-            lines.append("  CRTC \(c.id) (pipe \(c.pipe)): \(c.active ? "active" : "off"), \(mode), \(vblank)")
+            lines.append("  CRTC \(c.id) (pipe \(c.pipe)): \(c.active ? "active" : "off"), \(mode), \(vblank)\(daemonText(c))")
         }
         return lines
     }

@@ -79,6 +79,7 @@ public func vsync_client_dispatch(_ c: OpaquePointer?, _ timeoutMs: Int32) -> In
             event.display_id = e.display.displayID
             event.refresh_mhz = e.kind == .off ? 0 : e.display.refreshMillihertz
             event.period_ns = e.display.periodNs
+            event.generation = e.display.generation
             fn(link.handle, &event, link.user)
         case .error(let id, let error):
             c.remember(error.description)
@@ -118,6 +119,7 @@ func cFrame(_ f: ClientFrame) -> vsync_frame {
         return vsync_frame_timeline(sequence: f.timelines[i].sequence, presentation_ns: f.timelines[i].presentationNs)
     }
     frame.timelines = (timeline(0), timeline(1), timeline(2), timeline(3))
+    frame.generation = f.generation
     return frame
 }
 

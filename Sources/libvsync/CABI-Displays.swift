@@ -6,9 +6,11 @@ internal import CVsyncSys
 public func vsync_client_get_displays(_ c: OpaquePointer?, _ out: UnsafeMutableRawPointer?, _ capacity: Int,
                                       _ elementSize: Int) -> Int32 {
     guard let c = client(c), let core = c.core else { return -ClientErrorCode.invalidArgument.rawValue }
+    // A program built against 0.3.0's header passes its smaller struct: it gets those fields.
     let size = MemoryLayout<vsync_display>.size
-    guard elementSize >= size else {
-        return c.fail(.invalidArgument, "vsync_client_get_displays: element_size \(elementSize) is below sizeof(struct vsync_display), \(size): pass sizeof *displays")
+    let oldest = 360  // sizeof(struct vsync_display) in 0.3.0, up to edid_serial
+    guard elementSize >= oldest else {
+        return c.fail(.invalidArgument, "vsync_client_get_displays: element_size \(elementSize) is below sizeof(struct vsync_display), \(oldest) in 0.3.0 and \(size) now: pass sizeof *displays")
     }
     guard capacity == 0 || out != nil else {
         return c.fail(.invalidArgument, "vsync_client_get_displays: displays is NULL with capacity \(capacity)")
@@ -28,7 +30,9 @@ public func vsync_client_get_displays(_ c: OpaquePointer?, _ out: UnsafeMutableR
         let element = out! + i * elementSize
         // Zero the whole element: a newer caller's fields past ours read as "unknown".
         element.initializeMemory(as: UInt8.self, repeating: 0, count: elementSize)
-        element.storeBytes(of: cDisplay(info), as: vsync_display.self)
+        var record = cDisplay(info)
+        record.struct_size = UInt32(min(elementSize, size))
+        withUnsafeBytes(of: &record) { element.copyMemory(from: $0.baseAddress!, byteCount: min(elementSize, size)) }
     }
     return Int32(displays.count)
 }
@@ -53,6 +57,11 @@ func cDisplay(_ info: DisplayInfo) -> vsync_display {
     fill(&d.edid_make, info.edidMake)
     fill(&d.edid_model, info.edidModel)
     fill(&d.edid_serial, info.edidSerial)
+    // Protocol 4's generation and timing quality; 0 from an older daemon.
+    d.generation = info.generation
+    d.residual_rms_ns = info.timing.rmsNs
+    d.residual_p99_ns = info.timing.p99Ns
+    d.residual_samples = info.timing.samples
     return d
 }
 

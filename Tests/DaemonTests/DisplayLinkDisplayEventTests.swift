@@ -102,6 +102,12 @@ extension DisplayLinkTests {
             #expect(await eventually(timeout: 3) { recorder.count >= whileOff + 3 })
             #expect(changes.withLock { $0 } == [.modeChanged(refreshHz: 120), .off, .on])
             #expect(recorder.errors.withLock { $0.isEmpty })
+            // Protocol 4: the mode change, the off and the on are one generation each; frames
+            // carry them in order (none while off), and the link's display says the last.
+            let generations = recorder.all.map(\.frame.generation)
+            let g0 = try #require(generations.first)
+            #expect(zip(generations, generations.dropFirst()).allSatisfy { $0 <= $1 }, "\(generations)")
+            #expect(generations.last == g0 + 3 && link.displayGeneration == g0 + 3, "\(Set(generations).sorted()), link \(link.displayGeneration)")
             link.invalidate()
         }
 

@@ -39,6 +39,9 @@ extension DisplayLinkTests.Daemon {
             let interval = (tick["targetTimestamp"] as? Double ?? 0) - (tick["timestamp"] as? Double ?? 0)
             #expect(abs(interval - 2.0 / 60) < 1e-6)
         }
+        // Protocol 4: every tick carries its display's generation; the timer display never changes.
+        let generations = Set(ticks.compactMap { $0["generation"] as? Int })
+        #expect(ticks.allSatisfy { $0["generation"] is Int } && generations.count == 1, "\(generations)")
         let summary = try #require(objects.last)
         #expect(summary["summary"] as? Bool == true)
         #expect(summary["ticks"] as? Int == 20)

@@ -270,7 +270,7 @@ struct LibvsyncTests {
         // The second at 30 of 60 Hz: every other vblank, each step 2 × (1 + skipped).
         let second = lines.filter { $0.hasPrefix("frame link=second") }
         let sequences = second.compactMap { line in line.split(separator: " ").first { $0.hasPrefix("seq=") }.flatMap { UInt64($0.dropFirst(4)) } }
-        #expect(second.allSatisfy { $0.contains("divisor=2") && $0.contains("size=\(152)") }, "\(second)")
+        #expect(second.allSatisfy { $0.contains("divisor=2") && $0.contains("size=\(160)") }, "\(second)")
         #expect(sequences.allSatisfy { $0 % 2 == 0 })
         // The restart: reported once on the live link, with the core's line.
         let errors = lines.filter { $0.hasPrefix("error ") }

@@ -96,7 +96,9 @@ final class InProcessDaemon: @unchecked Sendable {
     private let stopWrite: Int32
     private let done = DispatchSemaphore(value: 0)
 
-    init(source: ScriptedVBlankSource) throws {
+    /// `clocks`: CLOCK_MONOTONIC and CLOCK_BOOTTIME as the server's suspend check reads them.
+    init(source: ScriptedVBlankSource,
+         clocks: (@Sendable () -> (monotonicNs: UInt64, boottimeNs: UInt64))? = nil) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("vsyncd-inproc-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         socketPath = directory.appendingPathComponent("s.sock").path
@@ -108,6 +110,7 @@ final class InProcessDaemon: @unchecked Sendable {
         let listener = try ListeningSocket.bind(path: socketPath, group: "video", logger: logger)
         let server = try Server(configuration: DaemonConfiguration(), source: source, listener: listener,
                                 notifier: nil, signalFD: fds[0], logger: logger)
+        if let clocks { server.suspendClocks = clocks }
         let box = ServerBox(server: server, signalRead: fds[0])
         Thread.detachNewThread { [done] in
             try? box.server.run()

@@ -20,6 +20,8 @@ struct FramePacingVMTests {
         var leadUs: Double
         var workDurationUs: Double
         var timelines: [Timeline]
+        /// Protocol 4's configuration generation (nil from an older vsync-probe).
+        var generation: UInt32?
         var receivedNs: UInt64 { timestampNs &+ UInt64(max(0, latencyUs * 1000)) }
         var isPredicted: Bool { flags.contains("predicted") }
     }
@@ -117,6 +119,26 @@ struct FramePacingVMTests {
         // `TickCheck.modeSetRecoveryNs`, in time rather than frames.
         #expect(Double(into) * 1e9 / 144 <= Double(TickCheck.modeSetRecoveryNs), "p60's first target in the new mode is \(into) frames in")
         #expect(Self.targetErrors([firstNew], kernel).first.map { abs($0.errorNs) <= 1_000 } == true)
+        try Self.checkGenerations(out, "p60", changeBefore: change.before.sequence)
+    }
+
+    /// Protocol 4 (issue 23 item 3): across the mode set, the generation bumps exactly once per
+    /// change the display events announce (off, on with the new mode, or the mode alone): ticks
+    /// before it share one, the events' generations follow it one by one, and every later tick
+    /// has one of those, ending at the last.
+    static func checkGenerations(_ out: VsyncdGuestOutput, _ name: String, changeBefore: UInt64) throws {
+        let ticks = Self.ticks(out, name)
+        let g0 = try #require(ticks.first?.generation, "\(name): ticks without a generation")
+        let events = out.all(name).filter { $0.hasPrefix("{\"event\"") }.compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["generation"] as? Int
+        }.map { UInt32($0) }
+        let announced = Set(events).sorted()
+        #expect(!announced.isEmpty && announced == Array((g0 + 1)...(g0 + UInt32(max(announced.count, 1)))), "\(name): events' generations \(events) after \(g0)")
+        let before = ticks.filter { $0.targetSequence <= changeBefore }
+        #expect(before.allSatisfy { $0.generation == g0 }, "\(name): \(Set(before.compactMap(\.generation)).sorted()) before the mode set")
+        let known = Set([g0] + announced)
+        #expect(ticks.allSatisfy { $0.generation.map(known.contains) == true }, "\(name): \(Set(ticks.compactMap(\.generation)).sorted()) vs announced \(announced)")
+        #expect(ticks.last?.generation == announced.last, "\(name): last tick \(ticks.last?.generation ?? 0), events \(announced)")
     }
 
     // MARK: Predicted ticks while the CRTC is off

@@ -253,7 +253,7 @@ struct ProtocolCodecTests {
         #expect(throws: WireError.self) { try ServerMessage.decode(bytes) }
     }
 
-    @Test(arguments: [(UInt16(2), 42), (UInt16(3), 18)])
+    @Test(arguments: [(UInt16(2), 42), (UInt16(3), 18), (UInt16(4), 17)])
     func displayListIsCappedToOneDatagram(version: UInt16, cap: Int) throws {
         let many = (0..<100).map { sampleDisplay(id: UInt32($0)) }
         let bytes = ServerMessage.displayList(many).encoded(version: version)

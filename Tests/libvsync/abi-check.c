@@ -62,7 +62,7 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "layout")) {
         printf("vsync_frame %zu struct_size=%zu display_id=%zu sequence=%zu timestamp_ns=%zu target_timestamp_ns=%zu "
                "duration_ns=%zu skipped=%zu flags=%zu interval_ns=%zu received_ns=%zu divisor=%zu reserved=%zu "
-               "target_sequence=%zu timeline_count=%zu reserved2=%zu timelines=%zu\n",
+               "target_sequence=%zu timeline_count=%zu reserved2=%zu timelines=%zu generation=%zu reserved3=%zu\n",
                sizeof(struct vsync_frame), offsetof(struct vsync_frame, struct_size),
                offsetof(struct vsync_frame, display_id), offsetof(struct vsync_frame, sequence),
                offsetof(struct vsync_frame, timestamp_ns), offsetof(struct vsync_frame, target_timestamp_ns),
@@ -71,10 +71,12 @@ int main(int argc, char **argv) {
                offsetof(struct vsync_frame, received_ns), offsetof(struct vsync_frame, divisor),
                offsetof(struct vsync_frame, reserved), offsetof(struct vsync_frame, target_sequence),
                offsetof(struct vsync_frame, timeline_count), offsetof(struct vsync_frame, reserved2),
-               offsetof(struct vsync_frame, timelines));
+               offsetof(struct vsync_frame, timelines), offsetof(struct vsync_frame, generation),
+               offsetof(struct vsync_frame, reserved3));
         printf("vsync_display %zu struct_size=%zu display_id=%zu crtc_id=%zu connector_id=%zu state=%zu flags=%zu "
                "refresh_mhz=%zu period_ns=%zu width=%zu height=%zu name=%zu device_path=%zu bus_path=%zu edid_make=%zu "
-               "edid_model=%zu edid_serial=%zu\n",
+               "edid_model=%zu edid_serial=%zu generation=%zu residual_rms_ns=%zu residual_p99_ns=%zu "
+               "residual_samples=%zu\n",
                sizeof(struct vsync_display), offsetof(struct vsync_display, struct_size),
                offsetof(struct vsync_display, display_id), offsetof(struct vsync_display, crtc_id),
                offsetof(struct vsync_display, connector_id), offsetof(struct vsync_display, state),
@@ -83,7 +85,9 @@ int main(int argc, char **argv) {
                offsetof(struct vsync_display, height), offsetof(struct vsync_display, name),
                offsetof(struct vsync_display, device_path), offsetof(struct vsync_display, bus_path),
                offsetof(struct vsync_display, edid_make), offsetof(struct vsync_display, edid_model),
-               offsetof(struct vsync_display, edid_serial));
+               offsetof(struct vsync_display, edid_serial), offsetof(struct vsync_display, generation),
+               offsetof(struct vsync_display, residual_rms_ns), offsetof(struct vsync_display, residual_p99_ns),
+               offsetof(struct vsync_display, residual_samples));
         return 0;
     }
     if (argc >= 3 && !strcmp(argv[1], "connect")) {

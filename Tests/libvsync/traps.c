@@ -244,11 +244,18 @@ static int displays_case(const char *path) {
     for (int i = 0; i < n && i < VSYNC_MAX_DISPLAYS; i++) {
         struct vsync_display *d = &list[i];
         printf("display id=%u name=%s state=%u flags=%u refresh_mhz=%llu period_ns=%llu size=%ux%u device=[%s] bus=[%s] "
-               "make=[%s] model=[%s] serial=[%s] struct_size=%u\n",
+               "make=[%s] model=[%s] serial=[%s] struct_size=%u generation=%u residual_samples=%u\n",
                d->display_id, d->name, d->state, d->flags, (unsigned long long)d->refresh_mhz,
                (unsigned long long)d->period_ns, d->width, d->height, d->device_path, d->bus_path, d->edid_make,
-               d->edid_model, d->edid_serial, d->struct_size);
+               d->edid_model, d->edid_serial, d->struct_size, d->generation, d->residual_samples);
     }
+    /* A program built against 0.3.0's header passes its 360-byte struct: it gets those fields. */
+    unsigned char old[2][360];
+    memset(old, 0xEE, sizeof old);
+    int rc = vsync_client_get_displays(client, (struct vsync_display *)(void *)old, 1, 360);
+    uint32_t old_size;
+    memcpy(&old_size, old[0], sizeof old_size);
+    printf("old element rc=%d struct_size=%u untouched=%d\n", rc, old_size, old[1][0] == 0xEE);
     printf("small element rc=%d\n", vsync_client_get_displays(client, list, 1, 8));
     vsync_client_destroy(client);
     return 0;

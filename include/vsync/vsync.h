@@ -79,6 +79,7 @@ extern "C" {
 #define VSYNC_DISPLAY_FLAG_HARDWARE_CLOCK 1u /* timestamps from the kernel's vblank clock */
 #define VSYNC_DISPLAY_FLAG_SYNTHETIC 2u      /* vsyncd's timer source: no display behind it */
 #define VSYNC_DISPLAY_FLAG_PRIMARY 4u        /* what the selector NULL / "primary" picks */
+#define VSYNC_DISPLAY_FLAG_INTERRUPT_TIMESTAMPS 8u /* the stamps' spread says interrupt time, not scanout (protocol 4) */
 
 /* vsyncd lists at most this many displays. */
 #define VSYNC_MAX_DISPLAYS 42
@@ -113,6 +114,10 @@ struct vsync_frame {
     uint32_t timeline_count;      /* 1 to 4 */
     uint32_t reserved2;
     struct vsync_frame_timeline timelines[4]; /* the target, then later vblanks at the link's rate */
+    /* after 0.3.0 (protocol 4; 0 from an older vsyncd) */
+    uint32_t generation;          /* the display's configuration generation: differs from the last
+                                   * frame's after any change of mode, on/off or timing model reset */
+    uint32_t reserved3;
 };
 
 /* A change to a link's display. */
@@ -123,6 +128,9 @@ struct vsync_display_event {
     uint32_t reserved;
     uint64_t refresh_mhz;         /* exact refresh in millihertz (59940 = 59.94 Hz); 0 if off */
     uint64_t period_ns;           /* the display's frame interval */
+    /* after 0.3.0 (protocol 4; 0 from an older vsyncd) */
+    uint32_t generation;          /* the display's configuration generation after the change */
+    uint32_t reserved2;
 };
 
 /* One display as vsyncd lists it (vsync_client_get_displays). Strings are NUL-terminated UTF-8,
@@ -144,6 +152,11 @@ struct vsync_display {
     char edid_make[16];           /* the monitor's EDID manufacturer ("DEL") */
     char edid_model[32];          /* its EDID model name */
     char edid_serial[32];         /* its EDID serial number */
+    /* after 0.3.0 (protocol 4; 0 from an older vsyncd) */
+    uint32_t generation;          /* configuration generation: bumps once per change of mode, on/off, model reset */
+    uint32_t residual_rms_ns;     /* the refresh model's residual RMS over its window */
+    uint32_t residual_p99_ns;     /* and the 99th percentile of |residual| */
+    uint32_t residual_samples;    /* vblanks those are over; 0: not measured (nobody followed it lately) */
 };
 
 typedef void (*vsync_frame_fn)(struct vsync_link *link, const struct vsync_frame *frame, void *user);

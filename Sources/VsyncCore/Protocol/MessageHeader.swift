@@ -44,7 +44,8 @@ extension FrameRateRange {
 }
 
 extension DisplayInfo {
-    /// Reads a record of `size` bytes (at least 96): protocol 3's fields when it has them.
+    /// Reads a record of `size` bytes (at least 96): protocol 3's and 4's fields when it has
+    /// them (older daemons wrote 0 in the reserved u32 that is now the generation).
     static func read(_ r: WireReader, at o: Int, size: Int) throws(WireError) -> DisplayInfo {
         let stateRaw = try r.u8(o + 12)
         guard let state = DisplayState(rawValue: stateRaw) else {
@@ -60,14 +61,20 @@ extension DisplayInfo {
             busPath: size >= version3WireSize ? try r.name(o + 96, width: 64, field: "bus path") : "",
             edidMake: size >= version3WireSize ? try r.name(o + 160, width: 32, field: "EDID make") : "",
             edidModel: size >= version3WireSize ? try r.name(o + 192, width: 16, field: "EDID model") : "",
-            edidSerial: size >= version3WireSize ? try r.name(o + 208, width: 16, field: "EDID serial") : ""
+            edidSerial: size >= version3WireSize ? try r.name(o + 208, width: 16, field: "EDID serial") : "",
+            generation: try r.u32(o + 20),
+            timing: size >= version4WireSize
+                ? DisplayTiming(rmsNs: try r.u32(o + 224), p99Ns: try r.u32(o + 228), samples: try r.u32(o + 232))
+                : DisplayTiming()
         )
     }
 
     func write(_ w: inout WireWriter, version: UInt16) {
         w.u32(displayID); w.u32(crtcID); w.u32(connectorID)
         w.u8(state.rawValue); w.zeros(3)
-        w.u32(flags.rawValue); w.zeros(4)
+        // A flag bit and a reserved field gain meaning only with the version that defines them.
+        w.u32(version >= 4 ? flags.rawValue : flags.subtracting(.interruptTimestamps).rawValue)
+        w.u32(version >= 4 ? generation : 0)
         w.u64(refreshMillihertz); w.u64(periodNs)
         w.u16(width); w.u16(height); w.zeros(4)
         w.name(connectorName, width: WireProtocol.nameSize)
@@ -75,5 +82,7 @@ extension DisplayInfo {
         guard version >= 3 else { return }
         w.name(busPath, width: 64); w.name(edidMake, width: 32)
         w.name(edidModel, width: 16); w.name(edidSerial, width: 16)
+        guard version >= 4 else { return }
+        w.u32(timing.rmsNs); w.u32(timing.p99Ns); w.u32(timing.samples); w.zeros(4)
     }
 }

@@ -138,15 +138,22 @@ public struct DisplayFlags: OptionSet, Sendable, Hashable {
     public static let synthetic = DisplayFlags(rawValue: 1 << 1)
     /// What `DisplaySelector.primary` picks.
     public static let primary = DisplayFlags(rawValue: 1 << 2)
+    /// The timestamps' spread says they are the interrupt's time, not scanout's (TimingQuality).
+    /// Protocol 4: older connections never see it.
+    public static let interruptTimestamps = DisplayFlags(rawValue: 1 << 3)
 }
 
 /// One display (a CRTC driving a connector): a fixed 96-byte record on the wire, 224 bytes
-/// from protocol 3 (the card's bus path and the EDID identity appended).
+/// from protocol 3 (the card's bus path and the EDID identity appended), 240 from protocol 4
+/// (the timing residuals appended; the generation in the reserved u32 at 20).
 public struct DisplayInfo: Sendable, Equatable {
     public static let wireSize = 96
     public static let version3WireSize = 224
+    public static let version4WireSize = 240
     /// The record size a connection at `version` gets.
-    public static func wireSize(version: UInt16) -> Int { version >= 3 ? version3WireSize : wireSize }
+    public static func wireSize(version: UInt16) -> Int {
+        version >= 4 ? version4WireSize : version >= 3 ? version3WireSize : wireSize
+    }
     public var displayID: UInt32
     public var crtcID: UInt32
     public var connectorID: UInt32
@@ -169,12 +176,20 @@ public struct DisplayInfo: Sendable, Equatable {
     public var edidMake: String
     public var edidModel: String
     public var edidSerial: String
+    /// The display's configuration generation (Display.generation): bumps once for each change
+    /// of mode, on/off or model reset. Protocol 4; 0 from older daemons.
+    public var generation: UInt32
+    /// The refresh model's residuals over its window (TimingQuality). Protocol 4; zero (and
+    /// `timing.samples` 0: not measured) from older daemons.
+    public var timing: DisplayTiming
     public init(
         displayID: UInt32, crtcID: UInt32, connectorID: UInt32, state: DisplayState, flags: DisplayFlags,
         refreshMillihertz: UInt64, periodNs: UInt64, width: UInt16, height: UInt16,
         connectorName: String, deviceName: String,
-        busPath: String = "", edidMake: String = "", edidModel: String = "", edidSerial: String = ""
+        busPath: String = "", edidMake: String = "", edidModel: String = "", edidSerial: String = "",
+        generation: UInt32 = 0, timing: DisplayTiming = DisplayTiming()
     ) {
+        self.generation = generation; self.timing = timing
         self.busPath = busPath; self.edidMake = edidMake; self.edidModel = edidModel; self.edidSerial = edidSerial
         self.displayID = displayID; self.crtcID = crtcID; self.connectorID = connectorID
         self.state = state; self.flags = flags
@@ -287,11 +302,15 @@ public struct Tick: Sendable, Equatable {
     /// The target and the vblanks after it at this rate, with their predicted times. Protocol 2;
     /// one (the target) when absent.
     public var timelines: FrameTimelines
+    /// The display's configuration generation when the tick was made (DisplayInfo.generation).
+    /// Protocol 4; 0 from older daemons.
+    public var generation: UInt32
     public init(
         subscriptionID: UInt32, displayID: UInt32, sequence: UInt64, timestampNs: UInt64, targetTimestampNs: UInt64,
         displayIntervalNs: UInt64, clientIntervalNs: UInt64, skipped: UInt32, divisor: UInt32, flags: TickFlags,
-        targetSequence: UInt64? = nil, timelines: FrameTimelines? = nil
+        targetSequence: UInt64? = nil, timelines: FrameTimelines? = nil, generation: UInt32 = 0
     ) {
+        self.generation = generation
         self.subscriptionID = subscriptionID; self.displayID = displayID; self.sequence = sequence
         self.timestampNs = timestampNs; self.targetTimestampNs = targetTimestampNs
         self.displayIntervalNs = displayIntervalNs; self.clientIntervalNs = clientIntervalNs

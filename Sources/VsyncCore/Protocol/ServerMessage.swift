@@ -29,7 +29,7 @@ public enum ServerMessage: Equatable, Sendable {
     }
 
     /// The message as a connection at `version` gets it: display records of 96 bytes before
-    /// protocol 3, 224 from it. (Ticks have their own per-version encoder, `Tick.encode`.)
+    /// protocol 3, 224 in it, 240 from 4. (Ticks have their own per-version encoder, `Tick.encode`.)
     public func encoded(version: UInt16 = WireProtocol.currentVersion) -> [UInt8] {
         var w = WireWriter(type: type, capacity: type.knownSize)
         switch self {
@@ -47,8 +47,8 @@ public enum ServerMessage: Equatable, Sendable {
             m.display.write(&w, version: version)
         case .tick(let t):
             var buffer = [UInt8](repeating: 0, count: Tick.wireSize)
-            _ = buffer.withUnsafeMutableBytes { t.encode(into: $0) }
-            return buffer
+            let n = buffer.withUnsafeMutableBytes { t.encode(into: $0, version: version) }
+            return Array(buffer.prefix(n))
         case .displayEvent(let m):
             w.u16(m.kind.rawValue); w.zeros(6); m.display.write(&w, version: version)
         case .error(let m):

@@ -21,7 +21,7 @@ extension Tick {
         put(skipped, 56)
         put(divisor, 60)
         put(flags.rawValue, 64)
-        put(UInt32(0), 68)
+        put(version >= 4 ? generation : 0, 68)  // reserved before protocol 4
         guard size == Tick.wireSize else { return size }
         put(targetSequence, 72)
         put(UInt32(timelines.count), 80)
@@ -39,7 +39,8 @@ extension Tick {
             subscriptionID: try r.u32(8), displayID: try r.u32(12), sequence: try r.u64(16),
             timestampNs: try r.u64(24), targetTimestampNs: try r.u64(32),
             displayIntervalNs: try r.u64(40), clientIntervalNs: try r.u64(48),
-            skipped: try r.u32(56), divisor: try r.u32(60), flags: TickFlags(rawValue: try r.u32(64)))
+            skipped: try r.u32(56), divisor: try r.u32(60), flags: TickFlags(rawValue: try r.u32(64)),
+            generation: try r.u32(68))  // older daemons wrote 0 in the reserved field
         guard r.count > Tick.version1WireSize else { return tick }  // protocol 1: defaults derived above
         tick.targetSequence = try r.u64(72)
         _ = try r.u64(Tick.wireSize - 8)  // all or nothing: a tick cut inside the timelines is malformed

@@ -8,8 +8,10 @@ public enum WireProtocol {
     /// 2 added work durations, SET_WORK_DURATION, frame timelines in TICK and predicted ticks
     /// while a display is off; 3 the card's bus path and EDID identity in display records,
     /// selectors naming a card or a monitor, following `primary` and waiting through a display's
-    /// removal (docs/PROTOCOL.md § 8 lists what each version added).
-    public static let currentVersion: UInt16 = 3
+    /// removal; 4 configuration generations in ticks and display records, and the timing
+    /// residuals and interrupt-timestamp flag in display records (docs/PROTOCOL.md § 8 lists
+    /// what each version added).
+    public static let currentVersion: UInt16 = 4
     public static let minimumVersion: UInt16 = 1
     public static let maxMessageSize = 4096
     public static let headerSize = 8

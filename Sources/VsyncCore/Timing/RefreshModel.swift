@@ -82,6 +82,9 @@ public struct RefreshModel: Sendable {
     public private(set) var outlierCount: UInt64 = 0
     /// Times the model restarted by itself (display change or clock jump), in total.
     public private(set) var restartCount: UInt64 = 0
+    /// Of those, restarts on a new period (a run of agreeing outliers), not a new phase after
+    /// a gap: what a display's configuration generation counts.
+    public private(set) var periodRestartCount: UInt64 = 0
     /// What the timestamps' spread says they are. Kept across `reset` (it is the driver's
     /// habit, not the mode's) and judged again once `minimumSamplesForSpread` are in.
     public var timestampSource: TimestampSource { shape.isInterrupt ? .interrupt : .scanout }
@@ -353,6 +356,7 @@ public struct RefreshModel: Sendable {
                 clear(priorPeriodNs: line.slope)
                 for i in 0..<Self.restartRun { push(runSequences[i], runTimestamps[i]) }
                 restartCount += 1
+                periodRestartCount += 1
                 return .restarted
             }
         }

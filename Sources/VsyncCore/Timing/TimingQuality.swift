@@ -95,4 +95,15 @@ extension RefreshModel {
     public var quality: TimingQuality {
         TimingQuality(residualsNs: residualsNs, timestampSource: timestampSource)
     }
+
+    /// What a display record says of the timing: the residuals in whole ns over the window's
+    /// samples, and the interrupt flag only once the spread has been judged (before
+    /// `minimumSamplesForSpread` the verdict kept from an earlier mode still stands: it is the
+    /// driver's habit). Sorts the window: for display records, not for ticks.
+    public var displayTiming: (timing: DisplayTiming, flags: DisplayFlags) {
+        let q = quality
+        func ns(_ v: Double) -> UInt32 { v.isFinite ? UInt32(clamping: Int64(v.rounded())) : .max }
+        return (DisplayTiming(rmsNs: ns(q.rmsNs), p99Ns: ns(q.p99Ns), samples: UInt32(clamping: sampleCount)),
+                q.timestampSource == .interrupt ? .interruptTimestamps : [])
+    }
 }

@@ -133,7 +133,8 @@ def test_ctypes_layouts_match_the_header(tmp_path):
         "VSYNC_ENOTCONN", "VSYNC_EBUSY", "VSYNC_FRAME_HARDWARE", "VSYNC_FRAME_PREDICTED", "VSYNC_FRAME_SYNTHETIC",
         "VSYNC_DISPLAY_MODE_CHANGED", "VSYNC_DISPLAY_OFF", "VSYNC_DISPLAY_ON", "VSYNC_DISPLAY_WAITING",
         "VSYNC_DISPLAY_STATE_OFF", "VSYNC_DISPLAY_STATE_ON", "VSYNC_DISPLAY_FLAG_HARDWARE_CLOCK",
-        "VSYNC_DISPLAY_FLAG_SYNTHETIC", "VSYNC_DISPLAY_FLAG_PRIMARY", "VSYNC_MAX_DISPLAYS")}
+        "VSYNC_DISPLAY_FLAG_SYNTHETIC", "VSYNC_DISPLAY_FLAG_PRIMARY", "VSYNC_DISPLAY_FLAG_INTERRUPT_TIMESTAMPS",
+        "VSYNC_MAX_DISPLAYS")}
     lines += [f'printf("{n} %lld\\n", (long long)({n}));' for n in constants]
     source.write_text("\n".join(lines + ["return 0; }"]) + "\n")
     exe = tmp_path / "layout"

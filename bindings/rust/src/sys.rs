@@ -40,6 +40,7 @@ pub const VSYNC_DISPLAY_STATE_ON: u32 = 1;
 pub const VSYNC_DISPLAY_FLAG_HARDWARE_CLOCK: u32 = 1;
 pub const VSYNC_DISPLAY_FLAG_SYNTHETIC: u32 = 2;
 pub const VSYNC_DISPLAY_FLAG_PRIMARY: u32 = 4;
+pub const VSYNC_DISPLAY_FLAG_INTERRUPT_TIMESTAMPS: u32 = 8;
 
 pub const VSYNC_MAX_DISPLAYS: usize = 42;
 
@@ -79,6 +80,8 @@ pub struct vsync_frame {
     pub timeline_count: u32,
     pub reserved2: u32,
     pub timelines: [vsync_frame_timeline; 4],
+    pub generation: u32,
+    pub reserved3: u32,
 }
 
 #[repr(C)]
@@ -90,6 +93,8 @@ pub struct vsync_display_event {
     pub reserved: u32,
     pub refresh_mhz: u64,
     pub period_ns: u64,
+    pub generation: u32,
+    pub reserved2: u32,
 }
 
 #[repr(C)]
@@ -111,6 +116,10 @@ pub struct vsync_display {
     pub edid_make: [c_char; 16],
     pub edid_model: [c_char; 32],
     pub edid_serial: [c_char; 32],
+    pub generation: u32,
+    pub residual_rms_ns: u32,
+    pub residual_p99_ns: u32,
+    pub residual_samples: u32,
 }
 
 pub type vsync_frame_fn = Option<unsafe extern "C" fn(*mut vsync_link, *const vsync_frame, *mut c_void)>;

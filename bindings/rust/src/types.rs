@@ -34,6 +34,9 @@ pub struct Frame {
     pub flags: u32,
     /// When the library read the tick.
     pub received_ns: u64,
+    /// The display's configuration generation: differs from the last frame's after any change
+    /// of mode, on/off or timing model reset (0 from a vsyncd before protocol 4).
+    pub generation: u32,
     timeline_count: usize,
     timelines: [Timeline; 4],
 }
@@ -56,6 +59,7 @@ impl Frame {
             divisor: f.divisor,
             flags: f.flags,
             received_ns: f.received_ns,
+            generation: f.generation,
             timeline_count: (f.timeline_count as usize).min(4),
             timelines,
         }
@@ -98,6 +102,8 @@ pub struct DisplayEvent {
     /// Exact refresh in millihertz; 0 while off.
     pub refresh_mhz: u64,
     pub period_ns: u64,
+    /// The display's configuration generation after the change.
+    pub generation: u32,
 }
 
 impl DisplayEvent {
@@ -109,7 +115,13 @@ impl DisplayEvent {
             sys::VSYNC_DISPLAY_WAITING => DisplayEventKind::Waiting,
             other => DisplayEventKind::Other(other),
         };
-        DisplayEvent { kind, display_id: e.display_id, refresh_mhz: e.refresh_mhz, period_ns: e.period_ns }
+        DisplayEvent {
+            kind,
+            display_id: e.display_id,
+            refresh_mhz: e.refresh_mhz,
+            period_ns: e.period_ns,
+            generation: e.generation,
+        }
     }
 }
 
@@ -143,6 +155,13 @@ pub struct Display {
     pub edid_make: String,
     pub edid_model: String,
     pub edid_serial: String,
+    /// Configuration generation: bumps once per change of mode, on/off or model reset.
+    pub generation: u32,
+    /// The refresh model's residual RMS and 99th percentile over `residual_samples` vblanks, ns
+    /// (0 samples: not measured).
+    pub residual_rms_ns: u32,
+    pub residual_p99_ns: u32,
+    pub residual_samples: u32,
 }
 
 fn text(chars: &[c_char]) -> String {
@@ -168,7 +187,16 @@ impl Display {
             edid_make: text(&d.edid_make),
             edid_model: text(&d.edid_model),
             edid_serial: text(&d.edid_serial),
+            generation: d.generation,
+            residual_rms_ns: d.residual_rms_ns,
+            residual_p99_ns: d.residual_p99_ns,
+            residual_samples: d.residual_samples,
         }
+    }
+
+    /// The timestamps' spread says they are the interrupt's time, not scanout's.
+    pub fn has_interrupt_timestamps(&self) -> bool {
+        self.flags & sys::VSYNC_DISPLAY_FLAG_INTERRUPT_TIMESTAMPS != 0
     }
 
     /// What the selector `None` / "primary" picks.

@@ -20,15 +20,16 @@ const STRUCTS: &[(&str, &[&str])] = &[
         &[
             "struct_size", "display_id", "sequence", "timestamp_ns", "target_timestamp_ns", "duration_ns", "skipped",
             "flags", "interval_ns", "received_ns", "divisor", "reserved", "target_sequence", "timeline_count",
-            "reserved2", "timelines",
+            "reserved2", "timelines", "generation", "reserved3",
         ],
     ),
-    ("vsync_display_event", &["struct_size", "kind", "display_id", "reserved", "refresh_mhz", "period_ns"]),
+    ("vsync_display_event", &["struct_size", "kind", "display_id", "reserved", "refresh_mhz", "period_ns", "generation", "reserved2"]),
     (
         "vsync_display",
         &[
             "struct_size", "display_id", "crtc_id", "connector_id", "state", "flags", "refresh_mhz", "period_ns",
             "width", "height", "name", "device_path", "bus_path", "edid_make", "edid_model", "edid_serial",
+            "generation", "residual_rms_ns", "residual_p99_ns", "residual_samples",
         ],
     ),
 ];
@@ -65,6 +66,7 @@ fn constants() -> Vec<(&'static str, i64)> {
         ("VSYNC_DISPLAY_FLAG_HARDWARE_CLOCK", VSYNC_DISPLAY_FLAG_HARDWARE_CLOCK as i64),
         ("VSYNC_DISPLAY_FLAG_SYNTHETIC", VSYNC_DISPLAY_FLAG_SYNTHETIC as i64),
         ("VSYNC_DISPLAY_FLAG_PRIMARY", VSYNC_DISPLAY_FLAG_PRIMARY as i64),
+        ("VSYNC_DISPLAY_FLAG_INTERRUPT_TIMESTAMPS", VSYNC_DISPLAY_FLAG_INTERRUPT_TIMESTAMPS as i64),
         ("VSYNC_MAX_DISPLAYS", VSYNC_MAX_DISPLAYS as i64),
     ]
 }
@@ -81,10 +83,12 @@ fn rust_layout() -> HashMap<String, i64> {
     record!(m, vsync_frame_timeline, sequence, presentation_ns);
     record!(m, vsync_frame, struct_size, display_id, sequence, timestamp_ns, target_timestamp_ns, duration_ns,
             skipped, flags, interval_ns, received_ns, divisor, reserved, target_sequence, timeline_count, reserved2,
-            timelines);
-    record!(m, vsync_display_event, struct_size, kind, display_id, reserved, refresh_mhz, period_ns);
+            timelines, generation, reserved3);
+    record!(m, vsync_display_event, struct_size, kind, display_id, reserved, refresh_mhz, period_ns, generation,
+            reserved2);
     record!(m, vsync_display, struct_size, display_id, crtc_id, connector_id, state, flags, refresh_mhz, period_ns,
-            width, height, name, device_path, bus_path, edid_make, edid_model, edid_serial);
+            width, height, name, device_path, bus_path, edid_make, edid_model, edid_serial, generation,
+            residual_rms_ns, residual_p99_ns, residual_samples);
     for (name, value) in constants() {
         m.insert(name.to_string(), value);
     }

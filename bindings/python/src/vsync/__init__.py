@@ -86,7 +86,8 @@ class Client:
             raise self._error(rc)
         return [Display(d.display_id, _text(d.name), d.state == _lib.DISPLAY_STATE_ON, d.refresh_mhz, d.period_ns,
                         d.width, d.height, d.crtc_id, d.connector_id, d.flags, _text(d.device_path),
-                        _text(d.bus_path), _text(d.edid_make), _text(d.edid_model), _text(d.edid_serial))
+                        _text(d.bus_path), _text(d.edid_make), _text(d.edid_model), _text(d.edid_serial),
+                        d.generation, d.residual_rms_ns, d.residual_p99_ns, d.residual_samples)
                 for d in array[:min(rc, _lib.MAX_DISPLAYS)]]
 
     def link(self, on_frame, display=None):
@@ -246,7 +247,8 @@ class Link:
         """fn(DisplayEvent) on mode changes, off, on, waiting."""
         def trampoline(_link, event, _user):
             e = event.contents
-            self._guard(fn, DisplayEvent(_KINDS.get(e.kind, f"kind {e.kind}"), e.display_id, e.refresh_mhz, e.period_ns))
+            self._guard(fn, DisplayEvent(_KINDS.get(e.kind, f"kind {e.kind}"), e.display_id, e.refresh_mhz,
+                                         e.period_ns, e.generation))
         self._display_cb = _lib.DISPLAY_FN(trampoline)
         self._call(lib().vsync_link_set_display_callback(self._raw, self._display_cb))
 

@@ -17,6 +17,7 @@ FRAME_HARDWARE, FRAME_PREDICTED, FRAME_SYNTHETIC = 1, 2, 4
 DISPLAY_MODE_CHANGED, DISPLAY_OFF, DISPLAY_ON, DISPLAY_WAITING = 1, 2, 3, 256
 DISPLAY_STATE_OFF, DISPLAY_STATE_ON = 0, 1
 DISPLAY_FLAG_HARDWARE_CLOCK, DISPLAY_FLAG_SYNTHETIC, DISPLAY_FLAG_PRIMARY = 1, 2, 4
+DISPLAY_FLAG_INTERRUPT_TIMESTAMPS = 8
 MAX_DISPLAYS = 42
 
 
@@ -31,12 +32,13 @@ class RawFrame(ctypes.Structure):
         ("interval_ns", c_uint64), ("received_ns", c_uint64), ("divisor", c_uint32), ("reserved", c_uint32),
         ("target_sequence", c_uint64), ("timeline_count", c_uint32), ("reserved2", c_uint32),
         ("timelines", Timeline * 4),
+        ("generation", c_uint32), ("reserved3", c_uint32),
     ]
 
 
 class RawDisplayEvent(ctypes.Structure):
     _fields_ = [("struct_size", c_uint32), ("kind", c_uint32), ("display_id", c_uint32), ("reserved", c_uint32),
-                ("refresh_mhz", c_uint64), ("period_ns", c_uint64)]
+                ("refresh_mhz", c_uint64), ("period_ns", c_uint64), ("generation", c_uint32), ("reserved2", c_uint32)]
 
 
 class RawDisplay(ctypes.Structure):
@@ -45,7 +47,8 @@ class RawDisplay(ctypes.Structure):
         ("state", c_uint32), ("flags", c_uint32), ("refresh_mhz", c_uint64), ("period_ns", c_uint64),
         ("width", c_uint32), ("height", c_uint32), ("name", c_char * 40), ("device_path", c_char * 64),
         ("bus_path", c_char * 128), ("edid_make", c_char * 16), ("edid_model", c_char * 32),
-        ("edid_serial", c_char * 32),
+        ("edid_serial", c_char * 32), ("generation", c_uint32), ("residual_rms_ns", c_uint32),
+        ("residual_p99_ns", c_uint32), ("residual_samples", c_uint32),
     ]
 
 

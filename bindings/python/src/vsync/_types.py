@@ -19,6 +19,7 @@ class Frame:
     flags: int
     received_ns: int
     timelines: tuple          # ((sequence, presentation_ns), ...): the target, then later vblanks
+    generation: int = 0       # the display's configuration generation: changes with mode, on/off, model reset
 
     @property
     def synthetic(self):
@@ -33,7 +34,7 @@ class Frame:
         count = min(f.timeline_count, 4)
         return cls(f.display_id, f.sequence, f.timestamp_ns, f.target_timestamp_ns, f.target_sequence,
                    f.duration_ns, f.interval_ns, f.skipped, f.divisor, f.flags, f.received_ns,
-                   tuple((t.sequence, t.presentation_ns) for t in f.timelines[:count]))
+                   tuple((t.sequence, t.presentation_ns) for t in f.timelines[:count]), f.generation)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,7 @@ class DisplayEvent:
     display_id: int
     refresh_mhz: int
     period_ns: int
+    generation: int = 0       # the display's configuration generation after the change
 
 
 _KINDS = {_lib.DISPLAY_MODE_CHANGED: "mode_changed", _lib.DISPLAY_OFF: "off", _lib.DISPLAY_ON: "on",
@@ -66,10 +68,19 @@ class Display:
     edid_make: str
     edid_model: str
     edid_serial: str
+    generation: int = 0       # bumps once per change of mode, on/off or timing model reset
+    residual_rms_ns: int = 0  # the refresh model's residuals over residual_samples vblanks
+    residual_p99_ns: int = 0
+    residual_samples: int = 0  # 0: not measured
 
     @property
     def primary(self):
         return bool(self.flags & _lib.DISPLAY_FLAG_PRIMARY)
+
+    @property
+    def interrupt_timestamps(self):
+        """The timestamps' spread says they are the interrupt's time, not scanout's."""
+        return bool(self.flags & _lib.DISPLAY_FLAG_INTERRUPT_TIMESTAMPS)
 
     @property
     def refresh_hz(self):

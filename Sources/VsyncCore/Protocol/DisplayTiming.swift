@@ -1,0 +1,18 @@
+/// A display's timing quality as the display record carries it (protocol 4): the refresh
+/// model's residuals over its window. Whether the stamps are the interrupt's time is the
+/// record's `DisplayFlags.interruptTimestamps`.
+public struct DisplayTiming: Sendable, Equatable, Hashable {
+    /// Root mean square residual, ns (saturated at u32's maximum, about 4.3 s).
+    public var rmsNs: UInt32
+    /// 99th percentile of |residual|, ns.
+    public var p99Ns: UInt32
+    /// Vblanks the residuals are over; 0: not measured (nobody followed the display since its
+    /// last change, or an older daemon).
+    public var samples: UInt32
+    public init(rmsNs: UInt32 = 0, p99Ns: UInt32 = 0, samples: UInt32 = 0) {
+        self.rmsNs = rmsNs; self.p99Ns = p99Ns; self.samples = samples
+    }
+
+    public var rmsUs: Double { Double(rmsNs) / 1000 }
+    public var p99Us: Double { Double(p99Ns) / 1000 }
+}
