@@ -44,7 +44,37 @@ def now_ns():
     return lib().vsync_now_ns()
 
 
-class Client:
+class _Handle:
+    """A libvsync object owned by a Python one: closed by close(), a with block's end, or the
+    garbage collector, once. Subclasses name the destroy call in _destroy."""
+
+    _raw = None
+
+    def _destroy(self, raw):
+        raise NotImplementedError
+
+    def close(self):
+        if self._raw is not None:
+            raw, self._raw = self._raw, None
+            self._destroy(raw)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        # At interpreter exit the module may be half torn down: then the process frees it all.
+        try:
+            if self._raw is not None:
+                raw, self._raw = self._raw, None
+                self._destroy(raw)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+class Client(_Handle):
     """One connection to vsyncd. It owns no thread: poll fileno() in your loop and call
     dispatch(0) when it is readable, or use frames() / aframes()."""
 
@@ -169,30 +199,16 @@ class Client:
     def close(self):
         """Closes the connection. Links still open become dead (their calls raise); closing them
         later is safe."""
-        if self._raw is not None:
-            if self._loop is not None:
-                self._loop.remove_reader(self.fileno())
-                self._loop = None
-            lib().vsync_client_destroy(self._raw)
-            self._raw = None
+        if self._raw is not None and getattr(self, "_loop", None) is not None:
+            self._loop.remove_reader(self.fileno())
+            self._loop = None
+        super().close()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        # At interpreter exit the module may be half torn down: then the process frees it all.
-        try:
-            if getattr(self, "_raw", None) is not None:
-                lib().vsync_client_destroy(self._raw)
-                self._raw = None
-        except Exception:  # noqa: BLE001
-            pass
+    def _destroy(self, raw):
+        lib().vsync_client_destroy(raw)
 
 
-class Link:
+class Link(_Handle):
     """A link to one display at one rate. close() (or the garbage collector) unsubscribes; any
     order of closing links and clients is safe."""
 
@@ -270,21 +286,5 @@ class Link:
     def max_fps(self):
         return self._call(lib().vsync_link_get_max_fps(self._raw))
 
-    def close(self):
-        if self._raw is not None:
-            lib().vsync_link_destroy(self._raw)
-            self._raw = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            if getattr(self, "_raw", None) is not None:
-                lib().vsync_link_destroy(self._raw)
-                self._raw = None
-        except Exception:  # noqa: BLE001
-            pass
+    def _destroy(self, raw):
+        lib().vsync_link_destroy(raw)
