@@ -46,8 +46,10 @@ struct MeasureCommand: ParsableCommand {
         if all { return try runAll() }
         do {
             let target = try Target.select(device: device, crtcID: crtc, method: method?.vblank)
+            let start = VBlankRecorder.clockPair()
             let samples = try VBlankRecorder.record(card: target.card, crtc: target.crtc, frames: frames)
-            guard let report = MeasureReport(target: target, samples: samples, method: target.card.vblankMethod) else {
+            let clocks = (start, VBlankRecorder.clockPair())
+            guard let report = MeasureReport(target: target, samples: samples, method: target.card.vblankMethod, clocks: clocks) else {
                 throw Failure.exit("could not fit the vblank timestamps from \(target.card.path) CRTC \(target.crtc.id): the mode has no refresh or the timestamps did not advance")
             }
             if json { try Output.json(report) } else { report.text.forEach(Output.line) }
@@ -63,9 +65,11 @@ struct MeasureCommand: ParsableCommand {
     func runAll() throws {
         do {
             let targets = try Target.all(method: method?.vblank)
+            let start = VBlankRecorder.clockPair()
             let samples = try VBlankRecorder.record(targets: targets, frames: frames)
+            let clocks = (start, VBlankRecorder.clockPair())
             let reports = try zip(targets, samples).map { target, samples in
-                guard let report = MeasureReport(target: target, samples: samples, method: target.card.vblankMethod) else {
+                guard let report = MeasureReport(target: target, samples: samples, method: target.card.vblankMethod, clocks: clocks) else {
                     throw Failure.exit("could not fit the vblank timestamps from \(target.card.path) CRTC \(target.crtc.id): the mode has no refresh or the timestamps did not advance")
                 }
                 return report

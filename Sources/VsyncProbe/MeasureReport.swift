@@ -31,6 +31,8 @@ struct MeasureReport: Encodable {
     var timestampSource: TimestampSource
     /// The timestamps against the fitted line: RMS and p99 of |residual|, µs.
     var residualUs: Residual
+    /// The grid on CLOCK_REALTIME (nil for a card whose stamps are CLOCK_REALTIME already).
+    var realtime: RealtimePhase?
 
     struct Residual: Encodable {
         var rms: Double
@@ -38,7 +40,7 @@ struct MeasureReport: Encodable {
     }
 
     /// Fits the kernel timestamps over the whole run. Nil with fewer than two samples.
-    init?(target: Target, samples: [VBlankSample], method: VBlankMethod) {
+    init?(target: Target, samples: [VBlankSample], method: VBlankMethod, clocks: (start: ClockPair, end: ClockPair)) {
         guard let rate = target.crtc.mode?.refreshRate,
               let fit = RefreshModel.fit(samples.map { ($0.sequence, $0.timestampNs) }),
               let jitter = Percentiles(fit.residualsNs.map { abs($0) / 1000 }),
@@ -64,6 +66,10 @@ struct MeasureReport: Encodable {
         let quality = TimingQuality(residualsNs: fit.residualsNs, timestampSource: fit.timestampSource)
         timestampSource = quality.timestampSource
         residualUs = Residual(rms: quality.rmsNs / 1000, p99: quality.p99Ns / 1000)
+        realtime = monotonic
+            ? RealtimePhase(fit: fit, lastSequence: samples[samples.count - 1].sequence, nominalPeriodNs: rate.periodNanoseconds,
+                            start: clocks.start, end: clocks.end)
+            : nil
     }
 
     var text: [String] {
@@ -79,7 +85,9 @@ struct MeasureReport: Encodable {
             "jitter    \(us(jitterUs))",
             "wake-up   \(us(wakeLatencyUs))",
             "timestamps \(timestampSource.rawValue), residual RMS \(fixed(residualUs.rms, 1)) µs, p99 \(fixed(residualUs.p99, 1)) µs",
-        ]
+        ] + (realtime.map { r in
+            ["realtime  a vblank at \(r.vblankNs / 1_000_000_000).\(String(repeating: "0", count: 9 - String(r.vblankNs % 1_000_000_000).count))\(r.vblankNs % 1_000_000_000) (CLOCK_REALTIME), drift \(r.driftPpm >= 0 ? "+" : "")\(fixed(r.driftPpm, 3)) ppm"]
+        } ?? [])
     }
 }
 

@@ -15,6 +15,8 @@ struct TimestampSourceVMTests {
         var residualUs: Residual
         var ppm: Double
         var frames: Int
+        struct Realtime: Decodable { var vblankNs: UInt64; var driftPpm: Double; var realtimeVsMonotonicPpm: Double }
+        var realtime: Realtime?
     }
 
     static func measure(append: String?) async throws -> [Quality] {
@@ -48,6 +50,12 @@ struct TimestampSourceVMTests {
             #expect(q.timestampSource == "scanout", "\(q)")
             // vkms stamps the exact grid (to the ns): nothing changes on it.
             #expect(q.residualUs.p99 < 1 && abs(q.ppm) < 0.01, "\(q)")
+            // Issue 23 item 5: the grid on CLOCK_REALTIME. The guest runs no NTP, so its wall
+            // clock keeps CLOCK_MONOTONIC's rate and the drift is the rate's own error; the
+            // vblank's wall time is in this century.
+            let realtime = try #require(q.realtime, "measure --json printed no realtime")
+            #expect(abs(realtime.realtimeVsMonotonicPpm) < 1 && abs(realtime.driftPpm - q.ppm) < 1, "\(realtime)")
+            #expect(realtime.vblankNs > 1_600_000_000_000_000_000, "\(realtime)")
         }
     }
 }
