@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Instructions per vblank in vsyncd's tick path, counted by callgrind (repeatable on a noisy
+# machine, where times are not): vsyncd --source timer:240 with N raw-socket clients for S
+# seconds, then Server.vblank's inclusive instructions over its calls, and the whole program's.
+#
+#   Benchmarks/tick-callgrind.sh [VSYNCD] [N] [SECONDS]   # defaults: .build/release/vsyncd 100 10
+#
+# Compare two builds by running it on each with the same N and SECONDS (issue 22 item 1's
+# figures in docs/PERFORMANCE.md). The timer source does not read DRM: the DRM read path's
+# share is not in these counts.
+set -u
+bin=${1:-.build/release/vsyncd}; n=${2:-100}; secs=${3:-10}
+client=$(dirname "$bin")/vsync-bench-client
+[ -x "$bin" ] && [ -x "$client" ] || { echo "tick-callgrind: $bin or $client missing: run Scripts/build-release.sh" >&2; exit 1; }
+command -v valgrind >/dev/null || { echo "tick-callgrind: valgrind missing: apt-get install valgrind" >&2; exit 1; }
+dir=$(mktemp -d /tmp/tick-callgrind.XXXXXX)
+sock=$dir/vsyncd.sock
+valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" "$bin" --source timer:240 --socket "$sock" \
+  --max-clients-per-user $((n + 8)) --max-subscriptions-per-user $((2 * n + 8)) >"$dir/vsyncd.log" 2>&1 &
+vpid=$!
+for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.1; done
+pids=()
+for i in $(seq 0 $((n - 1))); do
+  VSYNCD_SOCKET=$sock "$client" --index "$i" --mode raw --max-seconds $((secs + 30)) --ready-fd 2 >/dev/null 2>&1 &
+  pids+=($!)
+done
+sleep "$secs"
+kill -INT $vpid; wait $vpid
+for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null
+a=$dir/annotate.txt
+callgrind_annotate --inclusive=yes --tree=caller "$dir/cg.out" >"$a" 2>&1
+total=$(grep "PROGRAM TOTALS" "$a" | awk '{gsub(",","",$1); print $1}')
+# Server.vblank(_:sequence:timestampNs:): inclusive Ir and calls, summed over its callers.
+set -- $(grep -E "=> .*6ServerC6vblank_8sequence11timestampNs.*\(" "$a" | sed -E 's/^ *([0-9,]+).*\(([0-9,]+)x\).*/\1 \2/' | tr -d , | awk '{i+=$1; c+=$2} END {print i+0, c+0}')
+[ "${2:-0}" -gt 0 ] || { echo "tick-callgrind: no Server.vblank calls found (see $a)" >&2; exit 1; }
+echo "N $n, ${secs} s at 240 Hz: Server.vblank $2 calls, $(( $1 / $2 )) Ir per vblank; whole program $(( total / $2 )) Ir per vblank"
+rm -rf "$dir"
