@@ -29,14 +29,11 @@ final class Server {
     var roles = DescriptorTable<Role>()
     var sourceFDs: Set<Int32> = []
     var clients: [Int32: Client] = [:]
-    /// Clients with `blockedSinceNs` set, so housekeeping need not scan the clients for them.
-    var blockedClients = 0
-    /// In the order found (the first on is primary), and by slot (see `DisplaySlots`): a
-    /// source event's token finds its display with one indexed load.
+    /// In the order found (the first on is primary), and by id: a source event's token.
     var displays: [Display] = [] {
-        didSet { displaySlots.update(displays) }
+        didSet { displayByID = Dictionary(uniqueKeysWithValues: displays.map { ($0.id, $0) }) }
     }
-    private(set) var displaySlots = DisplaySlots()
+    private(set) var displayByID: [UInt32: Display] = [:]
     /// Storage reused by `handleSource` for each read's events.
     var sourceEvents: [SourceEvent] = []
     /// CLOCK_BOOTTIME against CLOCK_MONOTONIC, read once per source read (`checkSuspend`).
@@ -143,7 +140,7 @@ final class Server {
     func shutdown() {
         notifier?.notify("STOPPING=1")
         for client in Array(clients.values) { disconnect(client, reason: "daemon stopping", level: .info) }
-        for d in displays where source.isActive(d.key) { try? source.setActive(d.key, false, token: d.token) }
+        for d in displays where source.isActive(d.key) { try? source.setActive(d.key, false, token: d.id) }
         logger.info("vsyncd stopped")
     }
 
@@ -176,7 +173,7 @@ final class Server {
     func updateHousekeeping() {
         let ticking = displays.contains { source.isActive($0.key) }
         let busy = ticking || displays.contains { $0.state == .off && !$0.subscriptions.isEmpty }
-            || blockedClients > 0 || clients.values.contains { !$0.waiting.isEmpty } || source.wantsRescanSoon || rescanAgainAtNs != nil
+            || clients.values.contains { $0.blockedSinceNs != nil || !$0.waiting.isEmpty } || source.wantsRescanSoon || rescanAgainAtNs != nil
         var interval: UInt64? = busy ? (ticking ? Self.fallbackHousekeepingNs : Self.housekeepingNs) : nil
         if listenerPausedUntilNs != nil { interval = 100_000_000 }
         if let w = notifier?.watchdogIntervalNs { interval = min(interval ?? w, w) }

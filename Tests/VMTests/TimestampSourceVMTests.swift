@@ -5,8 +5,8 @@ import Testing
 /// scanout ones. Booted with `drm.timestamp_precision_usec=0` the kernel stamps vkms's vblanks
 /// at interrupt time: late by the guest's timer latency, 40–60 µs RMS on an idle host and up
 /// to ~1 ms on a busy one, not always with a late tail (`RefreshModel.interruptOnlySpreadNs`).
-/// On a normal boot they are vkms's exact grid. Needs vm-run.sh's `tsc_early_khz` (without it
-/// a busy host left the guest on jiffies: every stamp a 4 ms host tick).
+/// On a normal boot they are vkms's exact grid. Boots with vm-run.sh --host-tsc (without it a
+/// busy host leaves the guest on jiffies: every stamp a 4 ms host tick).
 @Suite(.serialized)
 struct TimestampSourceVMTests {
     struct Quality: Decodable {
@@ -22,7 +22,9 @@ struct TimestampSourceVMTests {
     static func measure(append: String?) async throws -> [Quality] {
         var script = try ProbeScript()
         for (i, frames) in [240, 600].enumerated() { script.probe("m\(i)", "measure --json --frames \(frames)") }
-        let result = try await GuestVM.run(script.command, timeout: 400, append: append)
+        // High-resolution timers whatever the host's load (vm-run.sh --host-tsc): without them
+        // every interrupt stamp is a 4 ms host tick, and no fit can promise the rates below.
+        let result = try await GuestVM.run(script.command, timeout: 400, append: append, hostTSC: true)
         let out = ProbeOutput(result: result)
         return try (0..<2).map { i in
             #expect(out.status("m\(i)") == 0, "\(out)")

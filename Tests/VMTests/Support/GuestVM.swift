@@ -30,7 +30,7 @@ enum GuestVM {
     /// `append`: more kernel command line (vm-run.sh --append, the 7.x test bed's).
     static func run(
         _ command: [String], timeout: Int = 300, env: [String: String] = [:], systemd: Bool = false,
-        append: String? = nil, virtioGPU: Bool = false
+        append: String? = nil, virtioGPU: Bool = false, hostTSC: Bool = false
     ) async throws -> GuestResult {
         let script = script.path
         guard FileManager.default.isExecutableFile(atPath: script) else {
@@ -40,6 +40,7 @@ enum GuestVM {
         if systemd { arguments.append("--systemd") }
         if let append { arguments += ["--append", append] }
         if virtioGPU { arguments.append("--virtio-gpu") }
+        if hostTSC { arguments.append("--host-tsc") }
         for (name, value) in env.sorted(by: { $0.key < $1.key }) {
             arguments += ["--env", "\(name)=\(value)"]
         }
