@@ -150,9 +150,8 @@ err_pid=$!
 
 # --host-tsc: the guest's TSC rate, so it never calibrates against the emulated PIT
 # (host-tsc-khz.c says why: on a busy host that fails, and the guest then has no
-# high-resolution timers). Not the default: with them on, a guest driving several vkms displays
-# spends so long in precise timer interrupts under TCG that the hotplug tests miss their bounds
-# (a card's follower back 6.3-7.5 s after the enable step, against 5 s).
+# high-resolution timers). Not the default yet: the other VM tests keep the boot they were
+# written on until each is checked with it.
 tsc_arg=""
 if [ "$host_tsc" = 1 ]; then
   if gcc -O2 -o "$run/host-tsc-khz" "$here/host-tsc-khz.c" 2>/dev/null && khz=$("$run/host-tsc-khz"); then
