@@ -14,7 +14,8 @@
 #define VSYNC_PAGE_SIZE 4096u
 #define VSYNC_PAGE_HEADER_SIZE 64u
 #define VSYNC_PAGE_RECORD_SIZE 128u
-#define VSYNC_PAGE_RECORDS ((VSYNC_PAGE_SIZE - VSYNC_PAGE_HEADER_SIZE) / VSYNC_PAGE_RECORD_SIZE)
+#define VSYNC_PAGE_RECORDS 31u /* what fits after the header; a literal, so Swift imports it */
+_Static_assert(VSYNC_PAGE_RECORDS == (VSYNC_PAGE_SIZE - VSYNC_PAGE_HEADER_SIZE) / VSYNC_PAGE_RECORD_SIZE, "records per page");
 
 /// Record flags: the display record's (bits 0-3) and the page's own.
 #define VSYNC_PAGE_ON 0x10000u        /* the display is lit; off, `last_*` is its last vblank before */

@@ -36,6 +36,7 @@ extension Server {
             let d = Display(id: nextDisplayID, source: s)
             nextDisplayID += 1
             displays.append(d)
+            placeOnPage(d)
             let names = (s.busPath.isEmpty ? "" : ", bus path \(s.busPath)") + (s.edid.map { ", EDID \($0.make)/\($0.model)/\($0.serial)" } ?? "")
             logger.info("display \(d.id) added: \(s.connectorName) on \(s.key), \(s.refresh.map { "\($0)" } ?? "no mode"), \(s.width)x\(s.height)\(names)")
             if announce {
@@ -73,6 +74,7 @@ extension Server {
         }
         d.subscriptions = []
         d.nextWakeNs = nil
+        takeOffPage(d)
         displays.removeAll { $0 === d }
         armPacing()
         updatePrimary()
@@ -135,6 +137,7 @@ extension Server {
     }
 
     func broadcastEvent(_ kind: DisplayEventKind, _ d: Display) {
+        publishTiming(d)
         let message = ServerMessage.displayEvent(DisplayEvent(kind: kind, display: info(d)))
         var told = Set<Int32>()
         for sub in d.subscriptions where told.insert(sub.client.fd).inserted { send(message, to: sub.client) }
@@ -174,6 +177,7 @@ extension Server {
                 d.lastSampleIsCurrent = false
             }
             updatePacing(d)
+            publishTiming(d)
             logger.debug("display \(d.id): vblank events \(want ? "on" : "off")")
         } catch {
             handleFailure(d, error)

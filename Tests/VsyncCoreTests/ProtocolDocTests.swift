@@ -72,7 +72,7 @@ struct ProtocolDocTests {
         }
         #expect(recordSize(1) == DisplayInfo.wireSize && recordSize(2) == DisplayInfo.wireSize)
         #expect(recordSize(3) == DisplayInfo.version3WireSize)
-        #expect(recordSize(4) == DisplayInfo.version4WireSize && WireProtocol.currentVersion == 4)
+        #expect(recordSize(4) == DisplayInfo.version4WireSize && recordSize(5) == DisplayInfo.version4WireSize)
         #expect(row.contains("\(recordSize(2)) in versions 1 and 2, \(recordSize(3)) in version 3, \(recordSize(4)) in version 4"),
                 "\(row): the daemon writes \(recordSize(2))-byte records to versions 1 and 2, \(recordSize(3)) to 3, \(recordSize(4)) to 4")
         // Every record offset the table states is one the codec writes: the last row ends the record.
