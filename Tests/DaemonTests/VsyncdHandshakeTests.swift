@@ -30,12 +30,13 @@ extension VsyncdTests {
         @Test func badVersionIsRefusedWithReason() throws {
             let daemon = try DaemonProcess()
             let client = try RawClient(path: daemon.socketPath)
-            client.send(.hello(Hello(minVersion: 5, maxVersion: 6, clientName: "future")))
+            let future = WireProtocol.currentVersion + 1
+            client.send(.hello(Hello(minVersion: future, maxVersion: future + 1, clientName: "future")))
             guard case .message(.refused(let refusal)) = client.receive() else {
                 Issue.record("no REFUSED"); return
             }
             #expect(refusal.code == .versionUnsupported)
-            #expect(refusal.message.contains("5–6"))
+            #expect(refusal.message.contains("\(future)–\(future + 1)"))
             #expect(client.receive() == .closed)
         }
 
