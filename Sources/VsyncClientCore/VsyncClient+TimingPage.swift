@@ -1,0 +1,40 @@
+#if !VSYNC_EMBEDDED
+import VsyncCore
+#endif
+internal import CVsyncSys
+internal import CVsyncPage
+
+// The timing page (protocol 5, docs/PROTOCOL.md § 10): the descriptor TIMING_PAGE brings, and
+// reads of a display's record from the page without a syscall.
+extension VsyncClient {
+    /// Display `displayID`'s last vblank and refresh model, read from the timing page with no
+    /// syscall. Throws ``TimingPageError/noPage`` before the first protocol 5 connection (a
+    /// page-only user subscribes with ``SubscribeFlags/pageOnly`` so the client connects and the
+    /// record stays current), ``TimingPageError/displayNotOnPage`` for a display the page does
+    /// not hold, ``TimingPageError/torn`` when the record stayed locked for 1000 tries. After a
+    /// hang-up the last page stays readable (its records stop moving) until the next one comes.
+    /// Safe from any thread, also while another dispatches (see ``TimingPageMapping``).
+    public func displayTiming(displayID: UInt32) throws(TimingPageError) -> VBlankTiming {
+        try timingPage.timing(displayID: displayID)
+    }
+
+    /// A new connection: the previous page stays mapped for readers, but is no longer current
+    /// until this connection's TIMING_PAGE (which follows WELCOME) confirms or replaces it.
+    func welcomed() {
+        timingPage.retire()
+    }
+
+    /// TIMING_PAGE with its descriptor (or -1 without one: no page). Takes ownership of `fd`.
+    func receivedTimingPage(_ message: TimingPageMessage, fd: Int32) {
+        let version = welcomeMessage?.version ?? 0
+        guard fd >= 0 else { return }
+        // Only a protocol 5 connection sends it, once, with a layout this reader knows and a
+        // sane size; anything else is not a page to trust. The header is checked after mapping.
+        guard ready, version >= 5, message.layout == UInt16(VSYNC_PAGE_LAYOUT),
+              message.pageSize >= VSYNC_PAGE_SIZE, message.pageSize <= 1 << 20 else {
+            _ = vsync_sys_close(fd)
+            return
+        }
+        _ = timingPage.install(fd: fd, size: message.pageSize)
+    }
+}
