@@ -108,6 +108,7 @@ extension VsyncClient {
             return
         }
         guard let message else { return }  // a newer daemon's message type: ignore
+        if case .welcome = message {} else { awaitingPage = false }
         if case .tick(let tick) = message {
             coalesce(tick, received: received)
         } else if case .timingPage(let page) = message {
@@ -158,7 +159,7 @@ extension VsyncClient {
             unsentSubscriptions.removeAll()  // all sent just below
             reportedErrors.removeAll()
             lastError = nil
-            welcomed()
+            welcomed(version: welcome.version)
             for id in subscriptions.keys.sorted() {
                 subscriptions[id]?.active = true
                 if let info = subscriptions[id] { outbox.append(subscribeMessage(id, info)) }

@@ -18,10 +18,37 @@ extension VsyncClient {
         try timingPage.timing(displayID: displayID)
     }
 
+    /// Page only, or not: a page-only subscription gets no ticks; it keeps its display's record
+    /// on the page current (protocol 5). The daemon takes the flag with a subscription, so the
+    /// subscription is renewed under the same id.
+    public func setPageOnly(_ id: UInt32, _ on: Bool) {
+        guard var info = subscriptions[id], info.flags.contains(.pageOnly) != on else { return }
+        if on { info.flags.insert(.pageOnly) } else { info.flags.remove(.pageOnly) }
+        subscriptions[id] = info
+        if isSent(id, info) {
+            send(.unsubscribe(subscriptionID: id))
+            send(subscribeMessage(id, info))
+        }
+    }
+
     /// A new connection: the previous page stays mapped for readers, but is no longer current
     /// until this connection's TIMING_PAGE (which follows WELCOME) confirms or replaces it.
-    func welcomed() {
+    func welcomed(version: UInt16) {
         timingPage.retire()
+        awaitingPage = version >= 5
+    }
+
+    /// After a handshake that promises a page: reads on until TIMING_PAGE (or anything else,
+    /// which says there is none) came, up to 100 ms, so a page read right after connect()
+    /// finds it. The daemon sends both in one turn, so this rarely waits at all.
+    func awaitTimingPage(until deadline: UInt64) {
+        let end = min(deadline, vsync_sys_now_ns() &+ 100_000_000)
+        while awaitingPage && ready && socketFD >= 0 {
+            let now = vsync_sys_now_ns()
+            guard now < end else { break }
+            _ = vsync_sys_epoll_wait(epollFD, Int32(max(1, (end - now) / 1_000_000)))
+            process(now: vsync_sys_now_ns())
+        }
     }
 
     /// TIMING_PAGE with its descriptor (or -1 without one: no page). Takes ownership of `fd`.

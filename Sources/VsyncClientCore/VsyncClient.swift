@@ -105,6 +105,8 @@ public final class VsyncClient {
     /// The timing page (protocol 5), mapped from TIMING_PAGE's descriptor; it outlives
     /// connections and is unmapped when the last reference goes (VsyncClient+TimingPage.swift).
     public let timingPage = TimingPageMapping()
+    /// A protocol 5 WELCOME came and nothing after it yet: TIMING_PAGE, if the daemon has one, is next.
+    var awaitingPage = false
     /// The most recent error, for libvsync's `vsync_client_last_error`.
     public internal(set) var lastError: ClientError?
 
@@ -244,6 +246,7 @@ public final class VsyncClient {
             _ = vsync_sys_epoll_wait(epollFD, Int32(min((deadline - now + 999_999) / 1_000_000, 60_000)))
             process(now: vsync_sys_now_ns())
         }
+        awaitTimingPage(until: deadline)
         return nil
     }
 
