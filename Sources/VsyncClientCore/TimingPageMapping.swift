@@ -61,7 +61,8 @@ public final class TimingPageMapping: @unchecked Sendable {
     /// A page is mapped and current.
     public var isMapped: Bool { vsync_sys_load_pointer(current) != nil }
 
-    /// How many pages this client holds mapped (one per daemon it met that had a page).
+    /// How many pages this client holds mapped (one per daemon it met that had a page). Read it
+    /// on the dispatching thread (tests).
     public var mappedCount: Int { mappings.count }
 
     /// The current page's header field `server_pid`, or nil without a page.

@@ -108,7 +108,7 @@ extension VsyncClient {
             return
         }
         guard let message else { return }  // a newer daemon's message type: ignore
-        if case .welcome = message {} else { awaitingPage = false }
+        afterWelcome(message)
         if case .tick(let tick) = message {
             coalesce(tick, received: received)
         } else if case .timingPage(let page) = message {

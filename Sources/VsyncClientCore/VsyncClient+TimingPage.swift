@@ -31,11 +31,23 @@ extension VsyncClient {
         }
     }
 
-    /// A new connection: the previous page stays mapped for readers, but is no longer current
-    /// until this connection's TIMING_PAGE (which follows WELCOME) confirms or replaces it.
+    /// A new connection. Below protocol 5 there is no page: the previous one stops being
+    /// current (it stays mapped for readers). From 5 the previous page stays current until the
+    /// message after WELCOME: a TIMING_PAGE confirms (the same daemon's page) or replaces it,
+    /// anything else means this daemon has none (``afterWelcome(_:)``), so a reconnect to the
+    /// same daemon never leaves a reader without a page.
     func welcomed(version: UInt16) {
-        timingPage.retire()
+        if version < 5 { timingPage.retire() }
         awaitingPage = version >= 5
+    }
+
+    /// The first message after a protocol 5 WELCOME: anything but TIMING_PAGE says no page.
+    func afterWelcome(_ message: ServerMessage) {
+        guard awaitingPage else { return }
+        if case .welcome = message { return }
+        awaitingPage = false
+        if case .timingPage = message { return }
+        timingPage.retire()
     }
 
     /// After a handshake that promises a page: reads on until TIMING_PAGE (or anything else,
@@ -54,14 +66,15 @@ extension VsyncClient {
     /// TIMING_PAGE with its descriptor (or -1 without one: no page). Takes ownership of `fd`.
     func receivedTimingPage(_ message: TimingPageMessage, fd: Int32) {
         let version = welcomeMessage?.version ?? 0
-        guard fd >= 0 else { return }
         // Only a protocol 5 connection sends it, once, with a layout this reader knows and a
-        // sane size; anything else is not a page to trust. The header is checked after mapping.
-        guard ready, version >= 5, message.layout == UInt16(VSYNC_PAGE_LAYOUT),
+        // sane size; anything else is not a page to trust (and without a descriptor there is
+        // none). The header is checked after mapping.
+        guard fd >= 0, ready, version >= 5, message.layout == UInt16(VSYNC_PAGE_LAYOUT),
               message.pageSize >= VSYNC_PAGE_SIZE, message.pageSize <= 1 << 20 else {
-            _ = vsync_sys_close(fd)
+            if fd >= 0 { _ = vsync_sys_close(fd) }
+            timingPage.retire()
             return
         }
-        _ = timingPage.install(fd: fd, size: message.pageSize)
+        if !timingPage.install(fd: fd, size: message.pageSize) { timingPage.retire() }
     }
 }

@@ -132,6 +132,28 @@ import VsyncCore
         #expect(first.openDescriptors + second.openDescriptors == 0)
     }
 
+    /// A reconnect keeps the old page current through WELCOME (no gap for readers); a protocol 5
+    /// daemon whose next message is not TIMING_PAGE has none, and the old page stops being current.
+    @Test func aNewConnectionWithoutAPageEndsTheOldOne() throws {
+        let server = ScriptedServer()
+        let client = try Core.client(server) { $0.initialBackoffNs = 1_000_000 }
+        let id = client.subscribe(.primary, range: .default)
+        let page = try TestPage()
+        page.write(slot: 0, Core.timing)
+        Core.welcome(client, server, page: page)
+        server.hangUp()
+        _ = Core.run(client, forMs: 20)
+        server.send(.welcome(Welcome(version: 5, serverFlags: [], serverPID: 43)))
+        client.dispatch(timeoutMs: 1000)
+        #expect(client.isConnected)
+        #expect(try client.displayTiming(displayID: 1) == Core.timing)
+        server.send(Core.subscribed(id))
+        client.dispatch(timeoutMs: 1000)
+        #expect(throws: TimingPageError.noPage) { try client.displayTiming(displayID: 1) }
+        // Still mapped (a reader on another thread may hold it) until the client goes.
+        #expect(client.timingPage.mappedCount == 1)
+    }
+
     @Test func aPageOnlySubscriptionSaysSoInItsSubscribe() throws {
         let server = ScriptedServer()
         let client = try Core.client(server)
