@@ -1,9 +1,11 @@
 import Foundation
+import Synchronization
 import Testing
 
 /// libvsync's timing-page calls (protocol 5) through the real libvsync.so, and the software
-/// vsync example, against page-check's stand-in daemon: a real sealed memfd page sent as
-/// SCM_RIGHTS (Tests/libvsync/page-server.h), until vsyncd's own page is on this branch.
+/// vsync example: against page-check's stand-in daemon (a real sealed memfd page sent as
+/// SCM_RIGHTS, Tests/libvsync/page-server.h: it can stall a record mid-write and count what a
+/// client asked, which vsyncd cannot), and the example against the real vsyncd.
 @Suite("libvsync timing page", .serialized)
 struct LibvsyncPageTests {
     static let repository = LibvsyncTests.repository
@@ -52,4 +54,54 @@ struct LibvsyncPageTests {
         #expect(result.output.contains("30 wakes, 2000.0 us before each predicted vblank"), "\(result.output)")
         #expect(result.output.contains("served connections=1 subscribes=1 page_only=1"), "\(result.output)")
     }
+
+    /// The example against the real vsyncd (timer source, 60 Hz): each vblank it predicted from
+    /// the page, and woke before, is the vblank a regular subscriber's tick names, at the same
+    /// time (to the microsecond the example prints): the page's phase is the display's.
+    @Test(.timeLimit(.minutes(1)))
+    func theExamplesPredictionsAreTheDaemonsVblanks() throws {
+        let daemon = try DaemonProcess(hertz: 60)
+        defer { _ = daemon.stop() }
+        let dir = try LibvsyncTests.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let example = dir.appendingPathComponent("vsync-phase").path
+        try LibvsyncTests.compile(Self.repository.appendingPathComponent("examples/vsync-phase.c"), to: example)
+        let ticks = try RawClient(path: daemon.socketPath)
+        try ticks.handshake(version: 4)
+        _ = try ticks.subscribe(1, fps: 60)
+
+        // The example runs on its own thread while this one reads the subscriber's ticks.
+        let run = Mutex<(status: Int32, output: String)?>(nil)
+        let arguments = [example, "--socket", daemon.socketPath, "--frames", "30", "--margin-us", "2000"]
+        Thread.detachNewThread {
+            let result = (try? Command.run(arguments)) ?? (status: -1, output: "could not run \(example)")
+            run.withLock { $0 = result }
+        }
+        var stamps: [UInt64: UInt64] = [:]
+        let deadline = Date().addingTimeInterval(20)
+        while run.withLock({ $0 == nil }), Date() < deadline {
+            if let t = ticks.nextTick(timeout: 0.1) { stamps[t.sequence] = t.timestampNs }
+        }
+        // The ticks of its last frames, still in the socket (ticks keep coming: a bounded read).
+        let tail = Date().addingTimeInterval(0.3)
+        while Date() < tail, let t = ticks.nextTick(timeout: 0.1) { stamps[t.sequence] = t.timestampNs }
+        let result = try #require(run.withLock { $0 }, "the example did not finish in 20 s")
+        let output = result.output
+        #expect(result.status == 0, "\(output)")
+
+        // "vblank S at T.tttttt ...": the predicted sequence and time, in seconds to the µs.
+        let predicted = output.split(separator: "\n").filter { $0.hasPrefix("vblank ") }.compactMap { line -> (UInt64, Double)? in
+            let f = line.split(separator: " ")
+            guard f.count > 3, let s = UInt64(f[1]), let t = Double(f[3]) else { return nil }
+            return (s, t * 1e9)
+        }
+        #expect(predicted.count == 30, "\(output)")
+        let matched = predicted.filter { stamps[$0.0] != nil }
+        #expect(matched.count >= 25, "only \(matched.count) of the example's vblanks were ticked to the subscriber: \(output)")
+        for (sequence, time) in matched {
+            let real = Double(stamps[sequence]!)
+            #expect(abs(time - real) <= 1_000, "vblank \(sequence): predicted \(time), ticked \(real)")
+        }
+    }
 }
+
