@@ -40,7 +40,7 @@ struct VsyncBench: ParsableCommand {
     @Flag(help: "Instead of the matrix: ns per call of libvsync's vsync_display_timing (the timing page read) next to clock_gettime's, --rounds alternating rounds (Benchmarks/page-read.c, built at run time against libvsync.so).")
     var pageRead = false
     @Option(help: "Calls per round for --page-read.") var pageReadCalls = 1_000_000
-    @Option(help: "--page-read against this running vsyncd's page; without it, a page the benchmark makes itself (a stand-in daemon, labelled).")
+    @Option(help: "--page-read against this running vsyncd's page; without it, the bench starts vsyncd --source timer:60 (--vsyncd) and reads its page.")
     var pageReadSocket: String?
 
     mutating func run() throws {
@@ -63,7 +63,7 @@ struct VsyncBench: ParsableCommand {
         if pageRead {
             guard pageReadCalls >= 1000 else { throw ValidationError("--page-read-calls must be ≥ 1000") }
             try PageRead.run(repository: Self.repositoryRoot(), library: binDir + "/libvsync.so", workDir: workDir,
-                             rounds: rounds, calls: pageReadCalls, socket: pageReadSocket)
+                             rounds: rounds, calls: pageReadCalls, socket: pageReadSocket, vsyncd: vsyncd ?? binDir + "/vsyncd")
             return
         }
         var clientBinary = client ?? binDir + "/vsync-bench-client"
