@@ -19,6 +19,7 @@ extension VsyncClient {
         }
         var frames = 0
         if socketFD >= 0 { frames = drain() }
+        frames += pagePace(now: now)
         finish(now: now)
         return frames
     }
@@ -164,6 +165,8 @@ extension VsyncClient {
         } else if !unsentSubscriptions.isEmpty {
             deadline = 1  // already past: readable now, so the loop dispatches and it is sent
         }
+        let page = pageWakeNs
+        if page != 0 { deadline = deadline == 0 ? page : min(deadline, page) }
         if socketFD >= 0, subscriptions.isEmpty, let idle = idleSince {
             let close = idle &+ configuration.idleCloseNs
             deadline = deadline == 0 ? close : min(deadline, close)

@@ -105,6 +105,8 @@ public final class VsyncClient {
     /// The timing page (protocol 5), mapped from TIMING_PAGE's descriptor; it outlives
     /// connections and is unmapped when the last reference goes (VsyncClient+TimingPage.swift).
     public let timingPage = TimingPageMapping()
+    /// Page-paced subscriptions' aims (VsyncClient+PagePacing.swift).
+    var pagePacers: [UInt32: PagePacer] = [:]
     /// A protocol 5 WELCOME came and nothing after it yet: TIMING_PAGE, if the daemon has one, is next.
     var awaitingPage = false
     /// The most recent error, for libvsync's `vsync_client_last_error`.
@@ -190,8 +192,10 @@ public final class VsyncClient {
     @discardableResult
     public func dispatch(timeoutMs: Int32) -> Int {
         if timeoutMs < 0 && isSteady {
-            let frames = drain(waiting: true)
-            finish(now: vsync_sys_now_ns())
+            var frames = drain(waiting: true)
+            let now = vsync_sys_now_ns()
+            frames += pagePace(now: now)  // a SUBSCRIBED just read may start a page-paced subscription
+            finish(now: now)
             return frames
         }
         if timeoutMs != 0 {

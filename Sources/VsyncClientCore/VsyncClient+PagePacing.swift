@@ -1,0 +1,76 @@
+#if !VSYNC_EMBEDDED
+import VsyncCore
+#endif
+
+/// Where a page-paced subscription's timer is aimed.
+struct PagePacer {
+    /// The vblank the next wake is for, and the wake: `workDurationNs` before its predicted time.
+    var target: UInt64
+    var wakeNs: UInt64
+    /// The last target handed out, for the skipped count of the next.
+    var lastTarget: UInt64?
+    /// The display's generation when aimed: another one (mode, on/off, model reset) aims afresh.
+    var generation: UInt32
+}
+
+// Page-paced frames (protocol 5): a subscription that is page-only and has a work duration is
+// woken by this client's own timerfd, in its own epoll set, aimed from the timing page at
+// P(s) − W (PagePacing); the daemon sends it no tick. A subscription without the page (an older
+// daemon) gets no frames this way: the daemon's paced ticks are for clients that ask for them.
+extension VsyncClient {
+    /// Hands out the frames whose wake is due and aims the next; returns the frames added.
+    func pagePace(now: UInt64) -> Int {
+        guard !pagePacers.isEmpty || subscriptions.values.contains(where: isPagePaced) else { return 0 }
+        var frames = 0
+        for id in subscriptions.keys.sorted() {
+            guard let info = subscriptions[id], isPagePaced(info), let displayID = info.display?.displayID,
+                  let t = try? timingPage.timing(displayID: displayID), t.isOn, t.periodWholeNs > 0 else {
+                pagePacers[id] = nil
+                continue
+            }
+            let w = info.workDurationNs
+            guard var pacer = pagePacers[id], pacer.generation == t.generation,
+                  pacer.target % UInt64(info.divisor) == 0 else {
+                // New, or the display changed: aim afresh (a mode change may bring a new divisor).
+                pagePacers[id] = PagePacing.aim(t, divisor: info.divisor, workDurationNs: w, nowNs: now, after: nil)
+                    .map { PagePacer(target: $0.sequence, wakeNs: $0.wakeNs, lastTarget: nil, generation: t.generation) }
+                continue
+            }
+            guard now >= pacer.wakeNs else { continue }
+            // A fresher model may have moved the target since the aim: wake then, not early.
+            let wake = t.timestamp(ofSequence: pacer.target) &- w
+            if wake > now &+ Self.pageEarlyToleranceNs {
+                pacer.wakeNs = wake
+                pagePacers[id] = pacer
+                continue
+            }
+            let d = UInt64(info.divisor)
+            let skipped = pacer.lastTarget.map { UInt32(clamping: (pacer.target &- $0) / d &- 1) } ?? 0
+            events.append(.frame(ClientFrame(
+                PagePacing.tick(t, subscriptionID: id, target: pacer.target, divisor: info.divisor, skipped: skipped),
+                replaced: 0, receivedNs: now)))
+            frames += 1
+            pagePacers[id] = PagePacing.aim(t, divisor: info.divisor, workDurationNs: w, nowNs: now, after: pacer.target)
+                .map { PagePacer(target: $0.sequence, wakeNs: $0.wakeNs, lastTarget: pacer.target, generation: t.generation) }
+        }
+        if pagePacers.count > subscriptions.count { pagePacers = pagePacers.filter { subscriptions[$0.key] != nil } }
+        return frames
+    }
+
+    /// The earliest page-paced wake, 0 for none: `updateTimer` arms the timerfd for it.
+    var pageWakeNs: UInt64 {
+        var earliest: UInt64 = 0
+        for pacer in pagePacers.values where earliest == 0 || pacer.wakeNs < earliest { earliest = max(pacer.wakeNs, 1) }
+        return earliest
+    }
+
+    /// Page only, with a work duration, running, on a display: its frames come from the page.
+    func isPagePaced(_ info: SubscriptionInfo) -> Bool {
+        info.flags.contains(.pageOnly) && info.workDurationNs > 0 && !info.paused && info.active && info.divisor > 0
+            && (info.display?.displayID ?? 0) != 0
+    }
+
+    /// A wake this much before the target's (re-predicted) wake still hands the frame out: the
+    /// timer's own slack, not a reason to sleep again.
+    static var pageEarlyToleranceNs: UInt64 { 200_000 }
+}

@@ -1,0 +1,1 @@
+../VsyncClientCore/VsyncClient+PagePacing.swift
