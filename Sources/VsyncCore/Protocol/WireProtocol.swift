@@ -9,9 +9,10 @@ public enum WireProtocol {
     /// while a display is off; 3 the card's bus path and EDID identity in display records,
     /// selectors naming a card or a monitor, following `primary` and waiting through a display's
     /// removal; 4 configuration generations in ticks and display records, and the timing
-    /// residuals and interrupt-timestamp flag in display records (docs/PROTOCOL.md § 8 lists
-    /// what each version added).
-    public static let currentVersion: UInt16 = 4
+    /// residuals and interrupt-timestamp flag in display records; 5 variable refresh (VRR) in
+    /// ticks, records and a display event kind, and a (CLOCK_MONOTONIC, CLOCK_REALTIME) pair in
+    /// records (docs/PROTOCOL.md § 8 lists what each version added).
+    public static let currentVersion: UInt16 = 5
     public static let minimumVersion: UInt16 = 1
     public static let maxMessageSize = 4096
     public static let headerSize = 8
