@@ -145,13 +145,15 @@ extension ReplayTraceTests {
         /// Everything the client got after WELCOME and its SUBSCRIBEDs, in order.
         var messages: [ServerMessage]
         var log: String
+        /// What a version 4 client following the same display got, when asked for.
+        var version4: [ServerMessage] = []
         func ticks(_ id: UInt32) -> [Tick] { messages.compactMap { if case .tick(let t) = $0, t.subscriptionID == id { t } else { nil } } }
         var events: [DisplayEvent] { messages.compactMap { if case .displayEvent(let e) = $0 { e } else { nil } } }
     }
 
     /// Replays `name` to subscription 1 (full rate, no work duration) and, with `workDurationNs`,
     /// subscription 2 paced by it, until subscription 1 has the trace's last vblank.
-    static func replayVariable(_ name: String, speed: Int, workDurationNs: UInt64 = 0) throws -> VariableRun {
+    static func replayVariable(_ name: String, speed: Int, workDurationNs: UInt64 = 0, alsoVersion4: Bool = false) throws -> VariableRun {
         let path = traces.appendingPathComponent(name).path
         let trace = try VBlankTrace(parsing: String(contentsOfFile: path, encoding: .utf8))
         var stamps: [UInt64: UInt64] = [:]
@@ -166,9 +168,17 @@ extension ReplayTraceTests {
             client.send(.subscribe(Subscribe(subscriptionID: 2, selector: .primary, range: FrameRateRange(preferredFramesPerSecond: 0),
                                              workDurationNs: workDurationNs)))
         }
+        var old: RawClient?
+        if alsoVersion4 {
+            old = try RawClient(path: daemon.socketPath)
+            try old?.handshake(name: "replay-v4", version: 4)
+            _ = try old?.subscribe(1, fps: 0)
+        }
+        var version4: [ServerMessage] = []
         let deadline = Date().addingTimeInterval(30)
         var newest: UInt64 = 0
         while Date() < deadline, newest != last {
+            while let old, case .message(let m) = old.receive(timeout: 0) { version4.append(m) }
             switch client.receive(timeout: 1) {
             case .message(let m):
                 messages.append(m)
@@ -178,7 +188,8 @@ extension ReplayTraceTests {
             }
         }
         #expect(newest == last, "the replay never reached the trace's last vblank: \(daemon.log)")
-        return VariableRun(trace: trace, stamps: stamps, messages: messages, log: daemon.log)
+        while let old, case .message(let m) = old.receive(timeout: 0.2) { version4.append(m) }
+        return VariableRun(trace: trace, stamps: stamps, messages: messages, log: daemon.log, version4: version4)
     }
 
     /// A variable tick's target and timelines are the earliest the vblanks can be: the newest
@@ -221,7 +232,7 @@ extension ReplayTraceTests {
 
     @Test("VRR on and off mid-stream: one event and one generation per toggle, ticks flagged exactly while on")
     func toggle() throws {
-        let r = try Self.replayVariable("vrr-toggle.trace", speed: 2)
+        let r = try Self.replayVariable("vrr-toggle.trace", speed: 2, alsoVersion4: true)
         let ticks = r.ticks(1)
         Self.checkCommon(Replay(trace: r.trace, stamps: r.stamps, ticks: ticks, others: [], log: r.log))
         let events = r.events
@@ -255,6 +266,12 @@ extension ReplayTraceTests {
             }
         }
         #expect(bumps == 4, "generation bumps: \(bumps)")
+        // A version 4 client gets no kind 6 (its reader would refuse it) and no variable flag:
+        // it sees each toggle as one new generation.
+        let old = r.version4.compactMap { if case .tick(let t) = $0 { t } else { nil } }
+        #expect(!r.version4.contains { if case .displayEvent = $0 { true } else { false } }, "\(r.version4.filter { if case .tick = $0 { false } else { true } })")
+        #expect(old.count >= 300 && old.allSatisfy { !$0.flags.contains(.variable) })
+        #expect(Set(old.map(\.generation)).count == 5, "generations a version 4 client saw: \(Set(old.map(\.generation)))")
         #expect(onTicks >= 100 && offTicks >= 300, "on \(onTicks), off \(offTicks)")
     }
 }

@@ -30,12 +30,12 @@ extension VsyncdTests {
         @Test func badVersionIsRefusedWithReason() throws {
             let daemon = try DaemonProcess()
             let client = try RawClient(path: daemon.socketPath)
-            client.send(.hello(Hello(minVersion: 5, maxVersion: 6, clientName: "future")))
+            client.send(.hello(Hello(minVersion: 6, maxVersion: 7, clientName: "future")))
             guard case .message(.refused(let refusal)) = client.receive() else {
                 Issue.record("no REFUSED"); return
             }
             #expect(refusal.code == .versionUnsupported)
-            #expect(refusal.message.contains("5–6"))
+            #expect(refusal.message.contains("6–7"))
             #expect(client.receive() == .closed)
         }
 
