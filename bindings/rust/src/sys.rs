@@ -29,10 +29,12 @@ pub const VSYNC_EBUSY: c_int = 16;
 pub const VSYNC_FRAME_HARDWARE: u32 = 1;
 pub const VSYNC_FRAME_PREDICTED: u32 = 2;
 pub const VSYNC_FRAME_SYNTHETIC: u32 = 4;
+pub const VSYNC_FRAME_VARIABLE: u32 = 8;
 
 pub const VSYNC_DISPLAY_MODE_CHANGED: u32 = 1;
 pub const VSYNC_DISPLAY_OFF: u32 = 2;
 pub const VSYNC_DISPLAY_ON: u32 = 3;
+pub const VSYNC_DISPLAY_VARIABLE_REFRESH_CHANGED: u32 = 6;
 pub const VSYNC_DISPLAY_WAITING: u32 = 256;
 
 pub const VSYNC_DISPLAY_STATE_OFF: u32 = 0;
@@ -41,6 +43,8 @@ pub const VSYNC_DISPLAY_FLAG_HARDWARE_CLOCK: u32 = 1;
 pub const VSYNC_DISPLAY_FLAG_SYNTHETIC: u32 = 2;
 pub const VSYNC_DISPLAY_FLAG_PRIMARY: u32 = 4;
 pub const VSYNC_DISPLAY_FLAG_INTERRUPT_TIMESTAMPS: u32 = 8;
+pub const VSYNC_DISPLAY_FLAG_VARIABLE: u32 = 16;
+pub const VSYNC_DISPLAY_FLAG_VARIABLE_CAPABLE: u32 = 32;
 
 pub const VSYNC_MAX_DISPLAYS: usize = 42;
 
@@ -95,6 +99,12 @@ pub struct vsync_display_event {
     pub period_ns: u64,
     pub generation: u32,
     pub reserved2: u32,
+    pub flags: u32,
+    pub reserved3: u32,
+    pub min_interval_ns: u64,
+    pub max_interval_ns: u64,
+    pub monotonic_ns: u64,
+    pub realtime_ns: u64,
 }
 
 #[repr(C)]
@@ -120,6 +130,8 @@ pub struct vsync_display {
     pub residual_rms_ns: u32,
     pub residual_p99_ns: u32,
     pub residual_samples: u32,
+    pub min_interval_ns: u64,
+    pub max_interval_ns: u64,
 }
 
 pub type vsync_frame_fn = Option<unsafe extern "C" fn(*mut vsync_link, *const vsync_frame, *mut c_void)>;
