@@ -10,10 +10,18 @@ extension Server {
     /// storm) and targets and timelines are the earliest the vblanks can come: the last vblank
     /// plus k shortest intervals, flagged `variable`.
     func variableVBlank(_ d: Display, sequence: UInt64, timestampNs: UInt64) {
+        let previous = d.variableVBlanks.last
         guard d.variableVBlanks.add(sequence: sequence, timestampNs: timestampNs) else { return }
         d.lastSample = (sequence, timestampNs)
         d.lastSampleIsCurrent = true
         let timing = d.variableTiming
+        // No frame is shorter than the mode's: one well under it (10 %, beyond any stamp's
+        // jitter) is a faster mode nobody announced, re-read once the ticks are out. Longer
+        // intervals are what VRR does, so they prompt nothing.
+        if let previous, sequence == previous.sequence &+ 1,
+           timestampNs &- previous.timestampNs < timing.shortestNs / 10 * 9 {
+            d.recheckPending = true
+        }
         let interval = timing.shortestNs
         var flags: TickFlags = source.isSynthetic ? .synthetic : .hardwareTimestamp
         flags.insert(.variable)

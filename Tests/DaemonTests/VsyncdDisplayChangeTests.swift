@@ -26,6 +26,8 @@ final class ScriptedVBlankSource: VBlankSource, Sendable {
         var refusing = false
         /// A card is coming up (CardLifecycle): the server should rescan until it is there.
         var comingUp = false
+        /// VRR_ENABLED reads (the server polls it while a VRR-capable display is followed).
+        var variableRefreshPolls = 0
     }
     let state = Mutex(State())
     let wakeRead: Int32
@@ -84,6 +86,13 @@ final class ScriptedVBlankSource: VBlankSource, Sendable {
         _ = write(wakeWrite, &byte, 1)
     }
     func isActive(_ key: DisplayKey) -> Bool { state.withLock { $0.active[key] != nil } }
+    func variableRefreshEnabled(_ key: DisplayKey) -> Bool? {
+        state.withLock { s in
+            s.variableRefreshPolls += 1
+            return s.displays.first { $0.key == key }?.variableRefresh?.enabled
+        }
+    }
+    var variableRefreshPolls: Int { state.withLock { $0.variableRefreshPolls } }
     func update(_ body: (inout [SourceDisplay]) -> Void) { state.withLock { body(&$0.displays) } }
     func setRefusing(_ refusing: Bool) { state.withLock { $0.refusing = refusing } }
 }
