@@ -9,7 +9,7 @@ struct TraceEventJSONTests {
     static let traces = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("Traces")
 
-    @Test(arguments: ["vkms-60hz.trace", "mode-change.trace", "missed-vblanks.trace"])
+    @Test(arguments: ["vkms-60hz.trace", "mode-change.trace", "missed-vblanks.trace", "vrr-toggle.trace"])
     func loadsAsTraceEventJSONInOrder(name: String) throws {
         let trace = try VBlankTrace(parsing: String(contentsOf: Self.traces.appendingPathComponent(name), encoding: .utf8))
         let json = TraceEventJSON.encode(trace)
