@@ -8,6 +8,7 @@ import PackageDescription
 //   VsyncDRM     cards, connectors, CRTCs, modes and vblank events on /dev/dri/cardN.
 //   VsyncDaemon  vsyncd's server: event loop, clients, broadcast, systemd glue.
 //   CVsyncSys    the libc calls of the client core, for its normal and its Embedded build.
+//   CVsyncPage   the timing page's layout and seqlock, shared by its writer (vsyncd) and readers.
 //   VsyncClientCore  the thread-free client core (one socket, one fd, dispatch): DisplayLink and libvsync.
 //   DisplayLink  the client library Swift apps link: VsyncClientCore under CADisplayLink's API (Foundation).
 //   VsyncProbe   vsync-probe's commands.
@@ -60,12 +61,15 @@ let package = Package(
         .systemLibrary(name: "CLinux"),
         .target(
             name: "VsyncDaemon",
-            dependencies: ["CLinux", "VsyncCore", "VsyncDRM", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CLinux", "CVsyncPage", "VsyncCore", "VsyncDRM", .product(name: "Logging", package: "swift-log")]
         ),
+        // The timing page (protocol 5) in C: one layout and one seqlock for the daemon that
+        // writes it and the client cores that read it (Swift has no atomics on shared memory).
+        .systemLibrary(name: "CVsyncPage"),
         // What VsyncClientCore needs of libc, through its own module map: libvsync's Embedded
         // Swift build has no Glibc module.
         .systemLibrary(name: "CVsyncSys"),
-        .target(name: "VsyncClientCore", dependencies: ["VsyncCore", "CVsyncSys"]),
+        .target(name: "VsyncClientCore", dependencies: ["VsyncCore", "CVsyncSys", "CVsyncPage"]),
         .target(name: "DisplayLink", dependencies: ["VsyncCore", "VsyncClientCore"]),
         // ceil() for libvsync, which would otherwise need libm.so.6 for it (see ceil.c).
         .target(name: "VsyncCeil"),
@@ -76,7 +80,7 @@ let package = Package(
         // out of any product a package depending on this one by version would use.
         .target(
             name: "LibVsync",
-            dependencies: ["CVsyncSys", "CVsyncABI", "VsyncCeil"],
+            dependencies: ["CVsyncSys", "CVsyncPage", "CVsyncABI", "VsyncCeil"],
             path: "Sources/libvsync",
             exclude: ["vsync.map", "vsync.pc.in"],
             swiftSettings: [

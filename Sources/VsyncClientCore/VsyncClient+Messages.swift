@@ -155,6 +155,8 @@ extension VsyncClient {
             handle(event)
         case .error(let error):
             handle(error)
+        case .timingPage:
+            break  // the page comes with its descriptor, which drain() takes (VsyncClient+TimingPage.swift)
         case .displayList(let displays):
             lastDisplayList = displays
             displayListsReceived += 1

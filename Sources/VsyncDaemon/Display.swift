@@ -26,6 +26,11 @@ final class Display {
     var vblankRefused = false
     /// Ticks come from the model, not from vblanks: off, or refused.
     var isPredicting: Bool { state == .off || vblankRefused }
+    /// Its record on the timing page (TimingPage.claimSlot), -1 for none.
+    var pageSlot: Int32 = -1
+    /// The record flags of the last full write (`Server.publishTiming`), which a vblank's write
+    /// repeats: they need the model's residuals and the primary, too dear for every vblank.
+    var pageFlags: UInt32 = 0
     /// The earliest pacing wake among its subscriptions (see Server+Pacing.swift).
     var nextWakeNs: UInt64?
     /// The newest vblank while variable refresh is on, and when VRR_ENABLED was last polled

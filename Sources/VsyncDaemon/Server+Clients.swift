@@ -177,6 +177,7 @@ extension Server {
         logger.debug("client \(client.label): protocol \(high)")
         send(ServerMessage.welcome(Welcome(
             version: high, serverFlags: source.isSynthetic ? .syntheticSource : [], serverPID: UInt32(getpid()))), to: client)
+        if high >= 5 { sendTimingPage(to: client) }
     }
 
     func handle(_ message: ClientMessage, from client: Client) {
@@ -270,6 +271,8 @@ extension Server {
             request.workDurationNs = 0
             request.flags.remove(.predictWhileOff)
         }
+        // Bit 2 was reserved, and ignored, before protocol 5.
+        if (client.version ?? 1) < 5 { request.flags.remove(.pageOnly) }
         if case .match = request.selector, (client.version ?? 1) < 3 {
             return fail(client, .error(ErrorMessage(code: .malformed, message: "selector kind 4 needs protocol 3")), reason: "selector kind 4 at protocol \(client.version ?? 1)")
         }
@@ -312,6 +315,7 @@ extension Server {
             paused: request.flags.contains(.startPaused))
         sub.workDurationNs = request.workDurationNs
         sub.predictWhileOff = request.flags.contains(.predictWhileOff)
+        sub.pageOnly = request.flags.contains(.pageOnly)
         sub.selector = request.selector
         client.subscriptions[id] = sub
         d.insertFairly(sub)

@@ -36,6 +36,7 @@ extension Server {
             let d = Display(id: nextDisplayID, source: s)
             nextDisplayID += 1
             displays.append(d)
+            placeOnPage(d)
             let names = (s.busPath.isEmpty ? "" : ", bus path \(s.busPath)") + (s.edid.map { ", EDID \($0.make)/\($0.model)/\($0.serial)" } ?? "")
             logger.info("display \(d.id) added: \(s.connectorName) on \(s.key), \(s.refresh.map { "\($0)" } ?? "no mode"), \(s.width)x\(s.height)\(names)")
             if announce {
@@ -73,6 +74,7 @@ extension Server {
         }
         d.subscriptions = []
         d.nextWakeNs = nil
+        takeOffPage(d)
         displays.removeAll { $0 === d }
         armPacing()
         updatePrimary()
@@ -137,6 +139,7 @@ extension Server {
     }
 
     func broadcastEvent(_ kind: DisplayEventKind, _ d: Display) {
+        publishTiming(d)
         let message = ServerMessage.displayEvent(displayEvent(kind, d))
         var told = Set<Int32>()
         for sub in d.subscriptions where (sub.client.version ?? 1) >= kind.minimumVersion && told.insert(sub.client.fd).inserted {
@@ -178,6 +181,7 @@ extension Server {
                 d.lastSampleIsCurrent = false
             }
             updatePacing(d)
+            publishTiming(d)
             logger.debug("display \(d.id): vblank events \(want ? "on" : "off")")
         } catch {
             handleFailure(d, error)

@@ -8,7 +8,7 @@ import VsyncCore
 extension Server {
     /// Whether the pacing timer, not a vblank, delivers this subscription's ticks.
     func isPaced(_ sub: Subscription) -> Bool {
-        guard !sub.paused else { return false }
+        guard !sub.paused, !sub.pageOnly else { return false }
         return sub.display.isPredicting ? sub.predictWhileOff : sub.workDurationNs > 0
     }
 

@@ -9,7 +9,10 @@ extension Server {
         guard let asleep = suspendDetector.check(monotonicNs: clocks.monotonicNs, boottimeNs: clocks.boottimeNs)
         else { return }
         logger.info("resumed after \(asleep / 1_000_000) ms asleep: every display's model starts over")
-        for d in displays { d.resetModel() }
+        for d in displays {
+            d.resetModel()
+            publishTiming(d)
+        }
     }
 
     @Sendable static func readSuspendClocks() -> (monotonicNs: UInt64, boottimeNs: UInt64) {

@@ -59,6 +59,7 @@ extension Server {
         }
         d.lastSample = (sequence, timestampNs)
         d.lastSampleIsCurrent = true
+        publishVBlank(d)
         // A vblank interval off the model by > 0.5 % may be a mode change nobody announced: the
         // CRTC is re-read once this read's ticks are out (`recheckDeviating`), not before them.
         if let previous, sequence == previous.sequence &+ 1, timestampNs > previous.timestampNs {
@@ -76,6 +77,7 @@ extension Server {
         var timelines = FrameTimelines()
         var paced = false
         for sub in d.subscriptions where !sub.paused {
+            if sub.pageOnly { continue }
             if sub.workDurationNs > 0 { paced = true; continue }
             guard RateMapping.isTickDue(sequence: sequence, divisor: sub.divisor) else { continue }
             let divisor = UInt64(sub.divisor)

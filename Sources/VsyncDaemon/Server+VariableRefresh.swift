@@ -14,6 +14,7 @@ extension Server {
         guard d.variableVBlanks.add(sequence: sequence, timestampNs: timestampNs) else { return }
         d.lastSample = (sequence, timestampNs)
         d.lastSampleIsCurrent = true
+        publishVBlank(d)
         let timing = d.variableTiming
         // No frame is shorter than the mode's: one well under it (10 %, beyond any stamp's
         // jitter) is a faster mode nobody announced, re-read once the ticks are out. Longer

@@ -57,6 +57,8 @@ final class Server {
     var refusalsSinceLog = 0
     var lastRefusalLogNs: UInt64 = 0
     var listenerPausedUntilNs: UInt64?
+    /// The shared timing page (protocol 5); nil when the kernel could not make one.
+    let timingPage: TimingPage?
 
     /// Reused buffers: received datagrams and encoded ticks (the hot path allocates nothing).
     let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: WireProtocol.maxMessageSize + 1, alignment: 8)
@@ -75,6 +77,12 @@ final class Server {
         self.signalFD = signalFD
         self.logger = logger
         epoll = try Epoll()
+        do {
+            timingPage = try TimingPage()
+        } catch {
+            logger.warning("\(error): clients get ticks but no page")
+            timingPage = nil
+        }
         housekeeping = try TimerFD()
         pacing = try TimerFD()
         try register(listener.fd, .listener)
@@ -222,6 +230,7 @@ final class Server {
             rescanDisplays(announce: true)
         }
         for d in displays {
+            publishTiming(d)
             let vblankOn = source.isActive(d.key)
             if vblankOn, now &- d.lastRecheckNs >= 1_000_000_000 {
                 recheck(d, now: now)

@@ -16,6 +16,8 @@ final class Subscription {
     var workDurationNs: UInt64 = 0
     /// Keep ticking from the model while the display is off.
     var predictWhileOff = false
+    /// No ticks, only the display's vblanks kept coming into the timing page (protocol 5).
+    var pageOnly = false
     /// The frame the pacing timer will wake the client for next.
     var pacer = FramePacer()
     /// The newest tick not yet sent (the client's socket was full): ticks are coalesced here,
@@ -43,6 +45,7 @@ final class Subscription {
     var request: Subscribe {
         var flags: SubscribeFlags = paused ? .startPaused : []
         if predictWhileOff { flags.insert(.predictWhileOff) }
+        if pageOnly { flags.insert(.pageOnly) }
         return Subscribe(subscriptionID: id, selector: selector, range: range, flags: flags, workDurationNs: workDurationNs)
     }
 

@@ -163,6 +163,8 @@ extension ReplayTraceTests {
         let client = try RawClient(path: daemon.socketPath)
         let welcome = try client.handshake(name: "replay-vrr", version: 5)
         #expect(welcome.version == 5)
+        // Version 5 sends the timing page right after WELCOME.
+        _ = client.messages(timeout: 2) { if case .timingPage = $0 { true } else { false } }
         var messages: [ServerMessage] = [.subscribed(try client.subscribe(1, fps: 0))]
         if workDurationNs > 0 {
             client.send(.subscribe(Subscribe(subscriptionID: 2, selector: .primary, range: FrameRateRange(preferredFramesPerSecond: 0),

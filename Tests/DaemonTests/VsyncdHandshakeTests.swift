@@ -30,12 +30,13 @@ extension VsyncdTests {
         @Test func badVersionIsRefusedWithReason() throws {
             let daemon = try DaemonProcess()
             let client = try RawClient(path: daemon.socketPath)
-            client.send(.hello(Hello(minVersion: 6, maxVersion: 7, clientName: "future")))
+            let future = WireProtocol.currentVersion + 1
+            client.send(.hello(Hello(minVersion: future, maxVersion: future + 1, clientName: "future")))
             guard case .message(.refused(let refusal)) = client.receive() else {
                 Issue.record("no REFUSED"); return
             }
             #expect(refusal.code == .versionUnsupported)
-            #expect(refusal.message.contains("6–7"))
+            #expect(refusal.message.contains("\(future)–\(future + 1)"))
             #expect(client.receive() == .closed)
         }
 

@@ -1,4 +1,6 @@
+import CVsyncPage
 import Foundation
+import Glibc
 import Testing
 import VsyncCore
 @testable import VsyncDaemon
@@ -38,8 +40,10 @@ extension VsyncdTests {
             let source = ScriptedVBlankSource(displays: [Self.display(enabled: false)])
             let daemon = try InProcessDaemon(source: source)
             defer { daemon.stop() }
-            let client = try RawClient(path: daemon.socketPath)
-            try client.handshake(version: 5)
+            let (client, _, fd) = try TimingPage.connect(daemon.socketPath, version: 5)
+            try #require(fd >= 0)
+            let page = try TimingPage.MappedPage(fd: fd)
+            close(fd)
             // Listed but not followed: the property is never read.
             client.send(.listDisplays)
             let listed = client.messages { if case .displayList = $0 { true } else { false } }
@@ -79,6 +83,13 @@ extension VsyncdTests {
                 #expect(t.flags.contains(.variable) && t.generation == g0 &+ 1)
                 #expect(t.targetTimestampNs == t.timestampNs + Self.shortestNs && t.displayIntervalNs == Self.shortestNs)
             }
+            // The timing page says the same (written before the ticks go out): variable, and a
+            // line from the newest vblank at the shortest interval, the earliest next vblank.
+            let record = try #require(page.record(sub.displayID))
+            let last = try #require(ticks.last)
+            #expect(record.flags & DisplayFlags.variable.rawValue != 0 && record.generation == g0 &+ 1)
+            #expect(record.last_sequence == last.sequence && record.anchor_ns == last.timestampNs && record.period_ns == Self.shortestNs)
+            #expect(VBlankTiming(record).nextVBlank(after: last.timestampNs)?.timestampNs == last.timestampNs + Self.shortestNs)
 
             // Off again: found by the poll alone (intervals under VRR are not checked), one more
             // generation, and ticks on the refresh model again.

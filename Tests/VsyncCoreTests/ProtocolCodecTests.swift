@@ -31,6 +31,7 @@ struct ProtocolCodecTests {
         .displayEvent(DisplayEvent(kind: .modeChanged, display: sampleDisplay())),
         .displayEvent(DisplayEvent(kind: .removed, display: DisplayInfo(displayID: 1, crtcID: 0, connectorID: 0, state: .off, flags: [], refreshMillihertz: 0, periodNs: 0, width: 0, height: 0, connectorName: "", deviceName: ""))),
         .error(ErrorMessage(code: .unknownSubscription, subscriptionID: 77, message: "no subscription 77")),
+        .timingPage(TimingPageMessage(pageSize: 4096, layout: 1)),
     ]
 
     @Test(arguments: clientMessages)

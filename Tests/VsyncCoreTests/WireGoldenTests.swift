@@ -97,4 +97,12 @@ struct ProtocolGoldenBytesTests {
         #expect(e.encoded() == error)
         #expect(try ServerMessage.decode(error) == e)
     }
+
+    /// TIMING_PAGE (protocol 5) as § 5's table lays it out: page size 4096, layout 1.
+    @Test func timingPageBytes() throws {
+        let bytes = hexBytes("08 01 10 00 00 00 00 00 00 10 00 00 01 00 00 00")
+        let m = ServerMessage.timingPage(TimingPageMessage(pageSize: 4096, layout: 1))
+        #expect(m.encoded() == bytes)
+        #expect(try ServerMessage.decode(bytes) == m)
+    }
 }

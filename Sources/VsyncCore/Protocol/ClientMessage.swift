@@ -112,7 +112,7 @@ public enum ClientMessage: Equatable, Sendable {
             return .unsubscribe(subscriptionID: try r.u32(8))
         case .setWorkDuration:
             return .setWorkDuration(SetWorkDuration(subscriptionID: try r.u32(8), workDurationNs: try workDuration(r, at: 16)))
-        case .welcome, .refused, .displayList, .subscribed, .tick, .displayEvent, .error:
+        case .welcome, .refused, .displayList, .subscribed, .tick, .displayEvent, .error, .timingPage:
             throw .unknownType(header.type)
         }
     }

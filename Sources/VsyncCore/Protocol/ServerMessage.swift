@@ -7,6 +7,8 @@ public enum ServerMessage: Equatable, Sendable {
     case tick(Tick)
     case displayEvent(DisplayEvent)
     case error(ErrorMessage)
+    /// Protocol 5; the page's descriptor travels beside the bytes (SCM_RIGHTS).
+    case timingPage(TimingPageMessage)
 
     public var type: MessageType {
         switch self {
@@ -17,6 +19,7 @@ public enum ServerMessage: Equatable, Sendable {
         case .tick: .tick
         case .displayEvent: .displayEvent
         case .error: .error
+        case .timingPage: .timingPage
         }
     }
 
@@ -53,6 +56,8 @@ public enum ServerMessage: Equatable, Sendable {
             w.u16(m.kind.rawValue); w.zeros(6); m.display.write(&w, version: version)
         case .error(let m):
             w.u16(m.code.rawValue); w.zeros(2); w.u32(m.subscriptionID); w.text(m.message)
+        case .timingPage(let m):
+            w.u32(m.pageSize); w.u16(m.layout); w.zeros(2)
         }
         return w.finish()
     }
@@ -107,6 +112,8 @@ public enum ServerMessage: Equatable, Sendable {
             let raw = try r.u16(8)
             guard let code = ErrorCode(rawValue: raw) else { throw .invalidField("error code \(raw)") }
             return .error(ErrorMessage(code: code, subscriptionID: try r.u32(12), message: try r.text(from: 16)))
+        case .timingPage:
+            return .timingPage(TimingPageMessage(pageSize: try r.u32(8), layout: try r.u16(12)))
         case .hello, .listDisplays, .subscribe, .setRate, .pause, .resume, .unsubscribe, .setWorkDuration:
             throw .unknownType(header.type)
         }

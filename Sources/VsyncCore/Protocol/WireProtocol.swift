@@ -9,9 +9,10 @@ public enum WireProtocol {
     /// while a display is off; 3 the card's bus path and EDID identity in display records,
     /// selectors naming a card or a monitor, following `primary` and waiting through a display's
     /// removal; 4 configuration generations in ticks and display records, and the timing
-    /// residuals and interrupt-timestamp flag in display records; 5 variable refresh (VRR) in
-    /// ticks, records and a display event kind, and a (CLOCK_MONOTONIC, CLOCK_REALTIME) pair in
-    /// records (docs/PROTOCOL.md § 8 lists what each version added).
+    /// residuals and interrupt-timestamp flag in display records; 5 the shared timing page
+    /// (TIMING_PAGE), variable refresh (VRR) in ticks, records and a display event kind, and a
+    /// (CLOCK_MONOTONIC, CLOCK_REALTIME) pair in records (docs/PROTOCOL.md § 8 lists what each
+    /// version added).
     public static let currentVersion: UInt16 = 5
     public static let minimumVersion: UInt16 = 1
     public static let maxMessageSize = 4096
@@ -29,7 +30,7 @@ public enum MessageType: UInt16, Sendable, CaseIterable {
     case hello = 0x01, listDisplays = 0x02, subscribe = 0x03, setRate = 0x04
     case pause = 0x05, resume = 0x06, unsubscribe = 0x07, setWorkDuration = 0x08
     case welcome = 0x101, refused = 0x102, displayList = 0x103, subscribed = 0x104
-    case tick = 0x105, displayEvent = 0x106, error = 0x107
+    case tick = 0x105, displayEvent = 0x106, error = 0x107, timingPage = 0x108
 
     /// Size of the message as this version writes it. Messages may be longer (fields appended
     /// by later versions); for REFUSED, ERROR and DISPLAY_LIST this is the fixed part before the
@@ -59,6 +60,7 @@ public enum MessageType: UInt16, Sendable, CaseIterable {
         case .tick: Tick.version1WireSize
         case .displayEvent: 112
         case .error: 16
+        case .timingPage: 16
         }
     }
 
