@@ -28,6 +28,8 @@ final class ScriptedVBlankSource: VBlankSource, Sendable {
         var comingUp = false
         /// VRR_ENABLED reads (the server polls it while a VRR-capable display is followed).
         var variableRefreshPolls = 0
+        /// Re-reads of one display (`refresh`): what a deviating interval prompts.
+        var refreshes = 0
     }
     let state = Mutex(State())
     let wakeRead: Int32
@@ -46,7 +48,13 @@ final class ScriptedVBlankSource: VBlankSource, Sendable {
     var isSynthetic: Bool { false }
     var pollDescriptors: [Int32] { [wakeRead] }
     func rescan() -> [SourceDisplay] { state.withLock { $0.displays } }
-    func refresh(_ key: DisplayKey) -> SourceDisplay? { state.withLock { s in s.displays.first { $0.key == key } } }
+    func refresh(_ key: DisplayKey) -> SourceDisplay? {
+        state.withLock { s in
+            s.refreshes += 1
+            return s.displays.first { $0.key == key }
+        }
+    }
+    var refreshes: Int { state.withLock { $0.refreshes } }
     func setActive(_ key: DisplayKey, _ on: Bool, token: UInt32) throws(VBlankFailure) {
         let refused = state.withLock { s in on && s.refusing }
         if refused { throw .other("drmCrtcQueueSequence on CRTC \(key.crtcID): Operation not permitted") }

@@ -73,12 +73,15 @@ extension VsyncdTests {
             #expect(event.map(\.kind) == [.variableRefreshChanged], "\(event)")
             #expect(event.first?.display.flags.contains(.variable) == true && event.first?.display.generation == g0 &+ 1)
             #expect(event.first?.display.clock != nil, "a display event carries its clock pair")
-            // From the next vblank: variable, aimed at the earliest next vblank, one generation.
+            // From the next vblank: variable, aimed at the earliest next vblank, one generation,
+            // and intervals from 7 to 20.8 ms re-read nothing (on a fixed grid each would).
             var ticks: [Tick] = []
-            for interval in [9_000_000, 20_000_000, 7_000_000, 15_000_000] as [UInt64] {
+            let rereads = source.refreshes
+            for interval in [9_000_000, 20_000_000, 7_000_000, 15_000_000, 20_800_000, 6_944_444, 11_000_000] as [UInt64] {
                 ticks += Self.vblank(source, client, clock, intervalNs: interval).compactMap { if case .tick(let t) = $0 { t } else { nil } }
             }
-            #expect(ticks.count == 4)
+            #expect(ticks.count == 7)
+            #expect(source.refreshes == rereads, "the CRTC was re-read \(source.refreshes - rereads) times under VRR")
             for t in ticks {
                 #expect(t.flags.contains(.variable) && t.generation == g0 &+ 1)
                 #expect(t.targetTimestampNs == t.timestampNs + Self.shortestNs && t.displayIntervalNs == Self.shortestNs)
