@@ -31,6 +31,15 @@ extension Display {
     /// The period pacing steps by: the shortest interval while VRR is on.
     var pacingPeriodNs: Double { isVariable ? Double(variableTiming.shortestNs) : model.periodNs }
 
+    /// Under VRR a paced subscription gets one frame per real vblank: once it has the frame for
+    /// the vblank after the newest, nothing is aimed until that vblank comes. Without a grid,
+    /// aiming further would hand out frames the display may never have (when the app is slow
+    /// the vblank comes later) and count the ones "passed" as skipped.
+    func holdsPacing(_ pacer: FramePacer, latestSequence: UInt64) -> Bool {
+        guard isVariable, pacer.target == nil, let handed = pacer.lastHandedOut else { return false }
+        return handed > latestSequence
+    }
+
     /// When vblank `sequence` is expected: while VRR is on, the earliest it can come after the
     /// newest vblank (last + k × shortest); otherwise the refresh model's prediction.
     func predictedTimestamp(forSequence sequence: UInt64) -> UInt64 {

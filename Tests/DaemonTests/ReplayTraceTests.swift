@@ -228,7 +228,12 @@ extension ReplayTraceTests {
         for t in paced {
             #expect(t.flags.contains(.variable))
             Self.checkEarliest(t)
+            // One frame per real vblank, for the one after it: with no grid, frames the display
+            // never had are neither aimed at nor counted as skipped.
+            #expect(t.targetSequence == t.sequence + 1, "paced tick aimed \(t.targetSequence - t.sequence) ahead: \(paced.filter { $0.sequence + 3 >= t.sequence && $0.sequence <= t.sequence + 1 }.map { "\($0.sequence)→\($0.targetSequence) skipped \($0.skipped) ts \($0.timestampNs) target \($0.targetTimestampNs)" }), vblanks \((t.sequence - 1...t.sequence + 2).map { r.stamps[$0] ?? 0 })")
         }
+        let pacedSkipped = paced.reduce(0) { $0 + Int($1.skipped) }
+        #expect(pacedSkipped <= 3, "paced ticks skipped \(pacedSkipped) frames")
         #expect(!r.log.contains("mode changed"), "\(r.log)")
     }
 

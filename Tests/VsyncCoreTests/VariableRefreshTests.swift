@@ -84,6 +84,33 @@ struct VariableRefreshTests {
         #expect(timing.earliest(sequence: s + 3, after: (s, t)) == t + 3 * 6_944_444)
     }
 
+    /// A paced subscription under VRR woken late (the daemon busy past the earliest vblank):
+    /// on a grid that frame is gone and passed over; without one the display is still waiting
+    /// for it, so it is handed out at once, nothing counted skipped, and the next frame is
+    /// aimed only from the vblank that comes.
+    @Test func aLatePacedWakeUnderVRRPassesNothingOver() throws {
+        let timing = VariableRefreshTiming(range: EDIDRefreshRange(minimumHz: 48, maximumHz: 144), modePeriodNs: 1e9 / 144)
+        let last: (sequence: UInt64, timestampNs: UInt64) = (100, farTimestampBase)
+        let predict = { (s: UInt64) in timing.earliest(sequence: s, after: last) }
+        let late = last.timestampNs + 10_000_000  // past the earliest next vblank (6.9 ms)
+        var grid = FramePacer(), variable = FramePacer()
+        _ = grid.update(divisor: 1, workDurationNs: 3_000_000, latestSequence: 100, nowNs: late,
+                        periodNs: Double(timing.shortestNs), predict: predict)
+        let wake = variable.update(divisor: 1, workDurationNs: 3_000_000, latestSequence: 100, nowNs: late,
+                                   periodNs: Double(timing.shortestNs), variable: true, predict: predict)
+        #expect(try #require(grid.target).sequence > 101, "on a grid the late frame is walked past")
+        #expect(variable.target?.sequence == 101 && wake <= late)
+        let firing = variable.fire(nowNs: late, newestSequence: 100, periodNs: Double(timing.shortestNs), variable: true)
+        let fired = try #require(firing)
+        #expect(fired.frame.sequence == 101 && fired.skipped == 0)
+        #expect(fired.frame.presentationNs == last.timestampNs + timing.shortestNs, "the target stays the earliest")
+        // Its vblank came: the frame is no longer news.
+        _ = variable.update(divisor: 1, workDurationNs: 3_000_000, latestSequence: 101, nowNs: late,
+                            periodNs: Double(timing.shortestNs), variable: true, predict: predict)
+        let stale = variable.fire(nowNs: late + 20_000_000, newestSequence: 102, periodNs: Double(timing.shortestNs), variable: true)
+        #expect(stale == nil)
+    }
+
     @Test func theTightestClockPairIsKept() {
         var reads: [UInt64] = [100, 190, 1_000, 1_010, 5_000, 9_000]
         var realtimes: [UInt64] = [11, 22, 33]
