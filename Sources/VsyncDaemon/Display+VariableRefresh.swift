@@ -49,3 +49,12 @@ extension Display {
         return model.predictedTimestamp(forSequence: sequence)
     }
 }
+
+extension SourceDisplay {
+    /// For the log: ", variable refresh capable (48-144 Hz), on", or "" when it cannot.
+    var variableRefreshText: String {
+        guard let v = variableRefresh, v.capable else { return "" }
+        let range = v.range.map { " (\($0.minimumHz)-\($0.maximumHz) Hz)" } ?? ""
+        return ", variable refresh capable\(range)\(v.enabled ? ", on" : "")"
+    }
+}

@@ -38,6 +38,7 @@ extension Server {
             displays.append(d)
             placeOnPage(d)
             let names = (s.busPath.isEmpty ? "" : ", bus path \(s.busPath)") + (s.edid.map { ", EDID \($0.make)/\($0.model)/\($0.serial)" } ?? "")
+                + s.variableRefreshText
             logger.info("display \(d.id) added: \(s.connectorName) on \(s.key), \(s.refresh.map { "\($0)" } ?? "no mode"), \(s.width)x\(s.height)\(names)")
             if announce {
                 let message = ServerMessage.displayEvent(displayEvent(.added, d))
