@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/timerfd.h>
@@ -86,12 +88,19 @@ static inline ssize_t vsync_sys_send(int fd, const void *bytes, size_t count) {
 /// With `wait` (a blocking socket) it waits for the first datagram, then takes what else is
 /// there; a signal ends the wait with -EINTR. Returns how many were read (their lengths in
 /// `lengths`; a length of 0 is the peer's orderly close), or -errno.
+/// `fds[i]` is the descriptor datagram i carried (SCM_RIGHTS, close-on-exec), or -1: protocol 5's
+/// TIMING_PAGE carries one (docs/PROTOCOL.md § 5). Each datagram has room for one; the kernel
+/// closes any more it could not fit (MSG_CTRUNC), and any past the first here are closed too,
+/// so the caller owns exactly what `fds` holds and must close what it does not keep.
 #define VSYNC_SYS_BATCH 16
 #define VSYNC_SYS_MSG_WAITFORONE 0x10000
+#define VSYNC_SYS_MSG_CMSG_CLOEXEC 0x40000000 /* GNU-only name; the ABI value */
 struct vsync_sys_mmsghdr { struct msghdr msg_hdr; unsigned int msg_len; }; /* the kernel's struct mmsghdr */
-static inline int vsync_sys_recv_batch(int fd, unsigned char *buffers, size_t size, int count, int *lengths, int wait) {
+union vsync_sys_control { char bytes[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; };
+static inline int vsync_sys_recv_batch(int fd, unsigned char *buffers, size_t size, int count, int *lengths, int *fds, int wait) {
     struct vsync_sys_mmsghdr msgs[VSYNC_SYS_BATCH];
     struct iovec iov[VSYNC_SYS_BATCH];
+    union vsync_sys_control control[VSYNC_SYS_BATCH];
     if (count > VSYNC_SYS_BATCH) count = VSYNC_SYS_BATCH;
     memset(msgs, 0, sizeof(struct vsync_sys_mmsghdr) * (size_t)count);
     for (int i = 0; i < count; i++) {
@@ -99,12 +108,14 @@ static inline int vsync_sys_recv_batch(int fd, unsigned char *buffers, size_t si
         iov[i].iov_len = size;
         msgs[i].msg_hdr.msg_iov = &iov[i];
         msgs[i].msg_hdr.msg_iovlen = 1;
+        msgs[i].msg_hdr.msg_control = control[i].bytes;
+        msgs[i].msg_hdr.msg_controllen = sizeof control[i].bytes;
     }
     int n;
     if (wait) {
-        n = (int)syscall(SYS_recvmmsg, fd, msgs, (unsigned)count, VSYNC_SYS_MSG_WAITFORONE, NULL);
+        n = (int)syscall(SYS_recvmmsg, fd, msgs, (unsigned)count, VSYNC_SYS_MSG_WAITFORONE | VSYNC_SYS_MSG_CMSG_CLOEXEC, NULL);
     } else {
-        do n = (int)syscall(SYS_recvmmsg, fd, msgs, (unsigned)count, MSG_DONTWAIT, NULL);
+        do n = (int)syscall(SYS_recvmmsg, fd, msgs, (unsigned)count, MSG_DONTWAIT | VSYNC_SYS_MSG_CMSG_CLOEXEC, NULL);
         while (n < 0 && errno == EINTR);
     }
     if (n < 0) return -errno;
@@ -112,9 +123,51 @@ static inline int vsync_sys_recv_batch(int fd, unsigned char *buffers, size_t si
         // A datagram longer than the buffer is cut (MSG_TRUNC): report its true length so the
         // decoder calls it malformed instead of reading a prefix as a whole message.
         lengths[i] = (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) ? (int)size + 1 : (int)msgs[i].msg_len;
+        fds[i] = -1;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
+            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+            size_t count_fds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t k = 0; k < count_fds; k++) {
+                int got;
+                memcpy(&got, CMSG_DATA(c) + k * sizeof(int), sizeof got);
+                if (fds[i] < 0) fds[i] = got; else close(got);
+            }
+        }
     }
     return n;
 }
+
+/// The file behind `fd` (fstat): its device, inode and size; 0 or -errno. A reconnect to the
+/// same daemon brings the same page again, which the client then keeps instead of a second mapping.
+static inline int vsync_sys_file_identity(int fd, uint64_t *dev, uint64_t *ino, int64_t *size) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) return -errno;
+    *dev = (uint64_t)st.st_dev;
+    *ino = (uint64_t)st.st_ino;
+    *size = (int64_t)st.st_size;
+    return 0;
+}
+
+/// `size` bytes of `fd` mapped read-only and shared (so the daemon's writes show): the mapping,
+/// or NULL (errno says why).
+static inline const void *vsync_sys_map_shared_readonly(int fd, uint32_t size) {
+    void *m = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+    return m == MAP_FAILED ? NULL : m;
+}
+
+static inline void vsync_sys_unmap(const void *page, uint32_t size) { munmap((void *)page, size); }
+
+/// The current page pointer, published by the thread that maps it and read by any thread
+/// (DisplayLink reads from the caller's thread while its reader thread dispatches).
+static inline const void *vsync_sys_load_pointer(const void *const *slot) {
+    return __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+}
+static inline void vsync_sys_store_pointer(const void **slot, const void *value) {
+    __atomic_store_n(slot, value, __ATOMIC_RELEASE);
+}
+/// Slot hints per display: a stale one costs a scan, never a wrong answer (the read checks the id).
+static inline int32_t vsync_sys_load_i32(const int32_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+static inline void vsync_sys_store_i32(int32_t *p, int32_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 
 static inline int vsync_sys_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 

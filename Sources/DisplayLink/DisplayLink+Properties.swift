@@ -124,6 +124,15 @@ extension DisplayLink {
         set { updateSettings { $0.predictsWhileOff = newValue } }
     }
 
+    /// Page only (protocol 5): the link gets no callbacks; it keeps its display's vblank events
+    /// on, so the display's record on vsyncd's timing page stays current for an app that paces
+    /// itself with its own timer from ``DisplayLink/timing(of:socketPath:)``. Off by default; a
+    /// daemon without protocol 5 ignores it and the callbacks come.
+    public var pageOnly: Bool {
+        get { withState { settings($0).pageOnly } }
+        set { updateSettings { $0.pageOnly = newValue } }
+    }
+
     /// Called with errors (no daemon, display gone, …) on the link's context: its first run
     /// loop, else its queue, else a global queue. The link keeps retrying connection errors
     /// by itself; after `.displayGone` it stays silent until that display is added again.

@@ -12,6 +12,7 @@ extension DisplayLink {
         var paused = false
         var workDurationNs: UInt64 = 0
         var predictsWhileOff = false
+        var pageOnly = false
 
         init() {}
 
@@ -20,6 +21,14 @@ extension DisplayLink {
             paused = info.paused
             workDurationNs = info.workDurationNs
             predictsWhileOff = info.flags.contains(.predictWhileOff)
+            pageOnly = info.flags.contains(.pageOnly)
+        }
+
+        var flags: SubscribeFlags {
+            var f: SubscribeFlags = []
+            if predictsWhileOff { f.insert(.predictWhileOff) }
+            if pageOnly { f.insert(.pageOnly) }
+            return f
         }
     }
 

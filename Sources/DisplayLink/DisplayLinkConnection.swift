@@ -65,6 +65,11 @@ final class DisplayLinkConnection: Sendable {
     }
 
     let socketPath: String
+    /// The core's timing page, read WITHOUT the core lock, from any thread, while the reader
+    /// thread dispatches under it: the page pointer is published atomically, every record is
+    /// read under its seqlock, and no page is unmapped while this object lives (connections
+    /// live as long as the process), so a reader never meets an unmapped page.
+    let timingPage: TimingPageMapping?
     private let state: Mutex<State>
     /// The thread holding the core lock (0: none), for the lock-order assertion.
     private let coreHolder = Atomic<UInt>(0)
@@ -79,6 +84,7 @@ final class DisplayLinkConnection: Sendable {
         } catch {
             initial.coreError = error
         }
+        timingPage = initial.core?.client.timingPage
         state = Mutex(initial)
     }
 
@@ -108,7 +114,7 @@ final class DisplayLinkConnection: Sendable {
         let (id, startThread, failure) = withCore { s -> (UInt32?, Bool, DisplayLinkError?) in
             guard let client = s.client else { return (nil, false, s.coreError) }
             let id = client.subscribe(selector, range: settings.range, paused: settings.paused,
-                                      flags: settings.predictsWhileOff ? .predictWhileOff : [],
+                                      flags: settings.flags,
                                       workDurationNs: settings.workDurationNs)
             s.links[id] = link
             s.inline.set(id, onlyQueue: onlyQueue)
@@ -168,6 +174,7 @@ final class DisplayLinkConnection: Sendable {
             if new.range != old.range { client.setRange(id, new.range) }
             if new.workDurationNs != old.workDurationNs { client.setWorkDuration(id, new.workDurationNs) }
             if new.predictsWhileOff != old.predictsWhileOff { client.setPredictWhileOff(id, new.predictsWhileOff) }
+            if new.pageOnly != old.pageOnly { client.setPageOnly(id, new.pageOnly) }
             if new.paused != old.paused { client.setPaused(id, new.paused) }
         }
     }

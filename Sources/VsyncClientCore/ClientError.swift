@@ -100,6 +100,12 @@ public enum ClientErrorCode: Int32, Sendable, CaseIterable {
     case notConnected = 107       // ENOTCONN
     /// Called from inside a callback, where it may not be (libvsync only).
     case busy = 16                // EBUSY
+    /// No timing page: not connected yet, or a vsyncd older than protocol 5 (libvsync only).
+    case noTimingPage = 61        // ENODATA
+    /// The display has no record on the timing page (libvsync only).
+    case notOnTimingPage = 2      // ENOENT
+    /// The display's record stayed locked for 1000 tries (libvsync only).
+    case timingBusy = 11          // EAGAIN
 
     /// The one line `vsync_strerror` gives for the code alone (no socket path to name). Static,
     /// so libvsync can hand out the literal's own NUL-terminated bytes.
@@ -119,6 +125,9 @@ public enum ClientErrorCode: Int32, Sendable, CaseIterable {
         case .timedOut: "vsyncd did not answer in time: check that it is running and not stuck"
         case .notConnected: "the link's client was destroyed: only vsync_link_destroy may be called on it"
         case .busy: "not allowed inside a libvsync callback: call it after vsync_client_dispatch returns"
+        case .noTimingPage: "no timing page yet: connect first (a page-only link keeps it current), or update vsyncd (protocol 5)"
+        case .notOnTimingPage: "the display is not on vsyncd's timing page: list displays with 'vsync-probe list'"
+        case .timingBusy: "the display's timing record stayed locked: try again (vsyncd may have died while writing it)"
         }
     }
 }

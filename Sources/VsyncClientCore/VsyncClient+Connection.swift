@@ -78,6 +78,7 @@ extension VsyncClient {
         _ = vsync_sys_close(socketFD)
         socketFD = -1
         ready = false
+        awaitingPage = false
         wantWrite = false
         outbox.removeAll()
         unsentSubscriptions.removeAll()  // the next handshake renews every subscription

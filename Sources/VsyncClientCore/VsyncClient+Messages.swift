@@ -17,8 +17,10 @@ extension VsyncClient {
             let fd = socketFD
             let count = buffers.withUnsafeMutableBytes { raw in
                 lengths.withUnsafeMutableBufferPointer { lens in
-                    vsync_sys_recv_batch(fd, raw.baseAddress!.assumingMemoryBound(to: UInt8.self), size,
-                                         Int32(Self.batch), lens.baseAddress, wait)
+                    receivedFDs.withUnsafeMutableBufferPointer { fds in
+                        vsync_sys_recv_batch(fd, raw.baseAddress!.assumingMemoryBound(to: UInt8.self), size,
+                                             Int32(Self.batch), lens.baseAddress, fds.baseAddress, wait)
+                    }
                 }
             }
             wait = 0
@@ -43,10 +45,16 @@ extension VsyncClient {
                 let length = Int(lengths[i])
                 if length == 0 {
                     closed = true
+                    closeReceivedFDs(from: i)
                     break reading
                 }
-                handleDatagram(at: i * size, length: length, received: received)
-                if socketFD < 0 { break reading }
+                let carried = receivedFDs[i]
+                receivedFDs[i] = -1
+                handleDatagram(at: i * size, length: length, received: received, fd: carried)
+                if socketFD < 0 {
+                    closeReceivedFDs(from: i + 1)
+                    break reading
+                }
             }
             // Fewer than a full batch: the socket was empty when read, so no second call.
             if count < Int32(Self.batch) { break }
@@ -67,7 +75,19 @@ extension VsyncClient {
         return frames
     }
 
-    private func handleDatagram(at offset: Int, length: Int, received: UInt64) {
+    /// Closes the descriptors of datagrams read but not handled (the connection ended first).
+    private func closeReceivedFDs(from index: Int) {
+        for j in index..<Self.batch where receivedFDs[j] >= 0 {
+            _ = vsync_sys_close(receivedFDs[j])
+            receivedFDs[j] = -1
+        }
+    }
+
+    /// Handles one datagram; owns `fd` (what it carried, or -1): only TIMING_PAGE keeps one,
+    /// every other is closed unread (docs/PROTOCOL.md § 5).
+    private func handleDatagram(at offset: Int, length: Int, received: UInt64, fd: Int32) {
+        var fd = fd
+        defer { if fd >= 0 { _ = vsync_sys_close(fd) } }
         // A length past the buffer is a cut datagram (its true size is unknown): too long for the protocol.
         guard length <= WireProtocol.maxMessageSize else {
             report(.protocolViolation("a datagram over \(WireProtocol.maxMessageSize) bytes, the protocol's maximum"))
@@ -88,8 +108,12 @@ extension VsyncClient {
             return
         }
         guard let message else { return }  // a newer daemon's message type: ignore
+        afterWelcome(message)
         if case .tick(let tick) = message {
             coalesce(tick, received: received)
+        } else if case .timingPage(let page) = message {
+            receivedTimingPage(page, fd: fd)
+            fd = -1
         } else {
             handle(message, now: received)
         }
@@ -135,6 +159,7 @@ extension VsyncClient {
             unsentSubscriptions.removeAll()  // all sent just below
             reportedErrors.removeAll()
             lastError = nil
+            welcomed(version: welcome.version)
             for id in subscriptions.keys.sorted() {
                 subscriptions[id]?.active = true
                 if let info = subscriptions[id] { outbox.append(subscribeMessage(id, info)) }
@@ -156,7 +181,7 @@ extension VsyncClient {
         case .error(let error):
             handle(error)
         case .timingPage:
-            break  // the page comes with its descriptor, which drain() takes (VsyncClient+TimingPage.swift)
+            break  // handled with its descriptor in handleDatagram
         case .displayList(let displays):
             lastDisplayList = displays
             displayListsReceived += 1

@@ -102,6 +102,11 @@ public final class VsyncClient {
     var displayListsRequested = 0
     var displayListsReceived = 0
     var lastDisplayList: [DisplayInfo] = []
+    /// The timing page (protocol 5), mapped from TIMING_PAGE's descriptor; it outlives
+    /// connections and is unmapped when the last reference goes (VsyncClient+TimingPage.swift).
+    public let timingPage = TimingPageMapping()
+    /// A protocol 5 WELCOME came and nothing after it yet: TIMING_PAGE, if the daemon has one, is next.
+    var awaitingPage = false
     /// The most recent error, for libvsync's `vsync_client_last_error`.
     public internal(set) var lastError: ClientError?
 
@@ -113,6 +118,8 @@ public final class VsyncClient {
     static let batch = 8
     var buffers = [UInt8](repeating: 0, count: VsyncClient.batch * WireProtocol.maxMessageSize)
     var lengths = [Int32](repeating: 0, count: VsyncClient.batch)
+    /// The descriptor each datagram carried (SCM_RIGHTS), or -1: only TIMING_PAGE's is kept.
+    var receivedFDs = [Int32](repeating: -1, count: VsyncClient.batch)
     var pendingTicks: [(tick: Tick, replaced: UInt32, received: UInt64)] = []
 
     /// Creates the client; it connects when the first subscription is made, or on ``connect(timeoutNs:)``.
@@ -239,6 +246,7 @@ public final class VsyncClient {
             _ = vsync_sys_epoll_wait(epollFD, Int32(min((deadline - now + 999_999) / 1_000_000, 60_000)))
             process(now: vsync_sys_now_ns())
         }
+        awaitTimingPage(until: deadline)
         return nil
     }
 

@@ -62,6 +62,11 @@ extension Server {
         v.display_id = d.id
         v.generation = d.generation
         v.flags = d.pageFlags | (d.state == .on ? VSYNC_PAGE_ON : 0) | (current && d.state == .on ? VSYNC_PAGE_CURRENT : 0)
+        if d.isVariable {  // the range while there is no grid; 0 on a fixed grid (§ 10)
+            let range = d.variableTiming
+            v.min_interval_ns = range.shortestNs
+            v.max_interval_ns = range.longestNs
+        }
         if let last = d.lastSample {
             v.last_sequence = last.sequence
             v.last_timestamp_ns = last.timestampNs

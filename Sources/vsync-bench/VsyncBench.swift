@@ -37,6 +37,11 @@ struct VsyncBench: ParsableCommand {
     @Option(help: "Frame pacing (issue 9): our clients subscribe with this work duration in ms and are measured from the wake instant the daemon aims at (targetTimestamp − W), the C floor's timer is shifted by W and measured from its deadline. 0: not paced.")
     var workDuration: Double = 0
     @Flag(help: "Keep the work directory (logs, client reports).") var keep = false
+    @Flag(help: "Instead of the matrix: ns per call of libvsync's vsync_display_timing (the timing page read) next to clock_gettime's, --rounds alternating rounds (Benchmarks/page-read.c, built at run time against libvsync.so).")
+    var pageRead = false
+    @Option(help: "Calls per round for --page-read.") var pageReadCalls = 1_000_000
+    @Option(help: "--page-read against this running vsyncd's page; without it, a page the benchmark makes itself (a stand-in daemon, labelled).")
+    var pageReadSocket: String?
 
     mutating func run() throws {
         guard ["callback", "direct", "c", "raw"].contains(clientMode) else { throw ValidationError("--client-mode is 'callback', 'direct', 'c' or 'raw'") }
@@ -55,6 +60,12 @@ struct VsyncBench: ParsableCommand {
             if !keep { try? FileManager.default.removeItem(atPath: workDir) }
         }
         let binDir = Self.executableDirectory()
+        if pageRead {
+            guard pageReadCalls >= 1000 else { throw ValidationError("--page-read-calls must be ≥ 1000") }
+            try PageRead.run(repository: Self.repositoryRoot(), library: binDir + "/libvsync.so", workDir: workDir,
+                             rounds: rounds, calls: pageReadCalls, socket: pageReadSocket)
+            return
+        }
         var clientBinary = client ?? binDir + "/vsync-bench-client"
         if clientMode == "c" && !referenceOnly && !idle {
             clientBinary = try LibvsyncClient.build(repository: Self.repositoryRoot(), library: binDir + "/libvsync.so", workDir: workDir)

@@ -92,6 +92,7 @@ extension VsyncdTests {
             let last = try #require(ticks.last)
             #expect(record.flags & DisplayFlags.variable.rawValue != 0 && record.generation == g0 &+ 1)
             #expect(record.last_sequence == last.sequence && record.anchor_ns == last.timestampNs && record.period_ns == Self.shortestNs)
+            #expect(record.min_interval_ns == Self.shortestNs && record.max_interval_ns == 20_833_333)
             #expect(VBlankTiming(record).nextVBlank(after: last.timestampNs)?.timestampNs == last.timestampNs + Self.shortestNs)
 
             // Off again: found by the poll alone (intervals under VRR are not checked), one more
@@ -107,6 +108,8 @@ extension VsyncdTests {
             #expect(off.first?.display.generation == g0 &+ 2)
             let fixed = Self.vblank(source, client, clock, intervalNs: Self.shortestNs).compactMap { if case .tick(let t) = $0 { t } else { nil } }
             #expect(fixed.count == 1 && fixed.allSatisfy { !$0.flags.contains(.variable) && $0.generation == g0 &+ 2 })
+            let gridRecord = try #require(page.record(sub.displayID))
+            #expect(gridRecord.flags & DisplayFlags.variable.rawValue == 0 && gridRecord.min_interval_ns == 0 && gridRecord.max_interval_ns == 0)
 
             // Unsubscribed: vblank events stop, and so do the reads.
             client.send(.unsubscribe(subscriptionID: 1))

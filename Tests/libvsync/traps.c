@@ -37,6 +37,9 @@ _Static_assert(VSYNC_ENOMEM == ENOMEM, "ENOMEM");
 _Static_assert(VSYNC_ETIMEDOUT == ETIMEDOUT, "ETIMEDOUT");
 _Static_assert(VSYNC_ENOTCONN == ENOTCONN, "ENOTCONN");
 _Static_assert(VSYNC_EBUSY == EBUSY, "EBUSY");
+_Static_assert(VSYNC_ENOPAGE == ENODATA, "ENOPAGE");
+_Static_assert(VSYNC_ENOTONPAGE == ENOENT, "ENOTONPAGE");
+_Static_assert(VSYNC_EAGAIN == EAGAIN, "EAGAIN");
 
 static struct vsync_client *client;
 

@@ -43,6 +43,8 @@ fn main() {
         println!("cargo:rustc-link-search=native={}", links.display());
         println!("cargo:rustc-link-arg=-Wl,-rpath,{}", links.display());
         println!("cargo:libdir={}", links.display());
+        // For tests that build C programs against the same library (tests/timing_page.rs).
+        println!("cargo:rustc-env=VSYNC_LIB_DIR={}", links.display());
     }
     println!("cargo:rustc-link-lib=dylib=vsync");
 }

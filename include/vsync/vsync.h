@@ -60,6 +60,9 @@ extern "C" {
 #define VSYNC_ETIMEDOUT    110  /* vsyncd did not answer in time (ETIMEDOUT) */
 #define VSYNC_ENOTCONN     107  /* the link's client was destroyed (ENOTCONN) */
 #define VSYNC_EBUSY        16   /* called from inside a callback, where it may not be (EBUSY) */
+#define VSYNC_ENOPAGE      61   /* no timing page: not connected yet, or vsyncd without protocol 5 (ENODATA) */
+#define VSYNC_ENOTONPAGE   2    /* the display has no record on the timing page (ENOENT) */
+#define VSYNC_EAGAIN       11   /* the display's timing record stayed locked for 1000 tries (EAGAIN) */
 
 /* struct vsync_frame.flags: where the frame's timestamp came from. */
 #define VSYNC_FRAME_HARDWARE 1u  /* the kernel's vblank timestamp */
@@ -86,6 +89,10 @@ extern "C" {
 #define VSYNC_DISPLAY_FLAG_INTERRUPT_TIMESTAMPS 8u /* the stamps' spread says interrupt time, not scanout (protocol 4) */
 #define VSYNC_DISPLAY_FLAG_VARIABLE 16u          /* variable refresh (VRR) is on: vblanks come min_interval_ns to max_interval_ns apart (protocol 5) */
 #define VSYNC_DISPLAY_FLAG_VARIABLE_CAPABLE 32u  /* the monitor can do variable refresh (the connector's vrr_capable) (protocol 5) */
+
+/* struct vsync_display_timing.flags, above the VSYNC_DISPLAY_FLAG_* bits. */
+#define VSYNC_TIMING_ON 0x10000u      /* the display is lit */
+#define VSYNC_TIMING_CURRENT 0x20000u /* vblank events are on: last_* is at most a frame old */
 
 /* vsyncd lists at most this many displays. */
 #define VSYNC_MAX_DISPLAYS 42
@@ -176,6 +183,30 @@ struct vsync_display {
     uint64_t max_interval_ns;     /* the longest, 1 / its min rate; 0 when not capable or unknown */
 };
 
+/* One display's timing from vsyncd's timing page (protocol 5; vsync_display_timing). Times are
+ * CLOCK_MONOTONIC ns. The refresh model's line: vblank s is at
+ * anchor_ns + (s - anchor_sequence) x period. */
+struct vsync_display_timing {
+    uint32_t struct_size;         /* bytes the library filled; newer libraries append fields */
+    uint32_t display_id;
+    uint32_t generation;          /* the display's configuration generation (as in frames) */
+    uint32_t flags;               /* VSYNC_DISPLAY_FLAG_* in bits 0-15, VSYNC_TIMING_ON, VSYNC_TIMING_CURRENT */
+    uint64_t last_sequence;       /* the last vblank vsyncd received */
+    uint64_t last_timestamp_ns;   /* its kernel timestamp */
+    uint64_t anchor_sequence;     /* the model's line: vblank anchor_sequence ... */
+    uint64_t anchor_ns;           /* ... is at anchor_ns */
+    uint64_t period_ns;           /* the model's period, whole ns; 0: not measured (next_* are 0) */
+    uint32_t period_frac;         /* ... plus period_frac / 2^32 ns */
+    uint32_t reserved;
+    double period;                /* the same period in ns, as a double */
+    uint64_t refresh_mhz;         /* the mode's exact refresh, mHz; 0 off or unknown */
+    uint64_t min_interval_ns;     /* variable refresh: the shortest frame interval; 0 on a fixed grid */
+    uint64_t max_interval_ns;     /* variable refresh: the longest; 0 on a fixed grid */
+    uint64_t updated_ns;          /* when vsyncd last wrote the record */
+    uint64_t next_sequence;       /* the first vblank the model puts strictly after after_ns */
+    uint64_t next_ns;             /* its predicted time */
+};
+
 typedef void (*vsync_frame_fn)(struct vsync_link *link, const struct vsync_frame *frame, void *user);
 typedef void (*vsync_display_fn)(struct vsync_link *link, const struct vsync_display_event *event, void *user);
 /* code is a negative errno (VSYNC_E*); message is one line saying what failed and what to do,
@@ -260,9 +291,27 @@ int vsync_link_get_refresh(struct vsync_link *link, uint64_t *refresh_mhz, uint6
  * maximumFramesPerSecond; 0 until vsyncd has answered, or a negative errno. */
 int vsync_link_get_max_fps(struct vsync_link *link);
 
+/* Page only: the link gets no frames; it keeps its display's record on the timing page current
+ * (vsyncd keeps the display's vblank events on), for an app that paces itself from
+ * vsync_display_timing() with its own timer. Protocol 5; an older vsyncd ignores the flag and
+ * sends frames. 0, or -EINVAL / -ENOTCONN. */
+int vsync_link_set_page_only(struct vsync_link *link, bool page_only);
+
 /* Unsubscribes and frees the link, before or after its client's destroy; safe inside its own
  * callback. Frames already read for it are dropped. */
 void vsync_link_destroy(struct vsync_link *link);
+
+/* Display display_id's last vblank and refresh model from vsyncd's timing page, with no syscall
+ * (a shared read-only page under a seqlock, docs/PROTOCOL.md section 10), and the first vblank
+ * the model puts after after_ns (0: now) in next_sequence / next_ns. Fills *out (struct_size set)
+ * and returns 0, or a negative errno: -EINVAL (client or out NULL), -ENODATA (VSYNC_ENOPAGE: no
+ * page yet, or vsyncd without protocol 5), -ENOENT (VSYNC_ENOTONPAGE: display not on the page),
+ * -EAGAIN (the record stayed locked). The record moves only while some client follows the
+ * display (a link, or a page-only link: vsync_link_set_page_only); after vsyncd goes away the
+ * last page stays readable, frozen, until the next connection brings a new one. May be called
+ * from any thread, also while another dispatches, but not during vsync_client_destroy(). */
+int vsync_display_timing(struct vsync_client *client, uint32_t display_id, uint64_t after_ns,
+                         struct vsync_display_timing *out);
 
 /* The one line that explains a code (negative or positive): libvsync's line for a VSYNC_E*
  * value, the C library's strerror() text for another errno. Static; never NULL. */

@@ -82,8 +82,9 @@ public struct SubscribeFlags: OptionSet, Sendable, Hashable {
     /// While the display is off (or refuses vblank events), keep ticking at the last mode's rate
     /// from the model's prediction, flagged `.predicted`. Protocol 2.
     public static let predictWhileOff = SubscribeFlags(rawValue: 1 << 1)
-    /// No ticks: the subscription keeps its display's vblanks coming into the timing page (and
-    /// gets SUBSCRIBED and display events) for a client that paces itself from the page. Protocol 5.
+    /// No TICK: the subscription only keeps its display's vblank events on, so the timing
+    /// page's record of it stays current, for a client that paces itself from the page.
+    /// Protocol 5; reserved and ignored before.
     public static let pageOnly = SubscribeFlags(rawValue: 1 << 2)
 }
 

@@ -36,6 +36,12 @@ pub enum Error {
     NotConnected(String),
     /// Not allowed inside a callback (EBUSY).
     Busy(String),
+    /// No timing page (ENODATA): not connected yet, or a vsyncd without protocol 5.
+    NoTimingPage(String),
+    /// The display has no record on the timing page (ENOENT).
+    NotOnTimingPage(String),
+    /// The display's timing record stayed locked for 1000 tries (EAGAIN).
+    TimingBusy(String),
     /// Another errno value.
     Other { errno: i32, message: String },
 }
@@ -65,6 +71,9 @@ impl Error {
             sys::VSYNC_ETIMEDOUT => Error::TimedOut(message),
             sys::VSYNC_ENOTCONN => Error::NotConnected(message),
             sys::VSYNC_EBUSY => Error::Busy(message),
+            sys::VSYNC_ENOPAGE => Error::NoTimingPage(message),
+            sys::VSYNC_ENOTONPAGE => Error::NotOnTimingPage(message),
+            sys::VSYNC_EAGAIN => Error::TimingBusy(message),
             _ => Error::Other { errno, message },
         }
     }
@@ -86,6 +95,9 @@ impl Error {
             Error::TimedOut(_) => sys::VSYNC_ETIMEDOUT,
             Error::NotConnected(_) => sys::VSYNC_ENOTCONN,
             Error::Busy(_) => sys::VSYNC_EBUSY,
+            Error::NoTimingPage(_) => sys::VSYNC_ENOPAGE,
+            Error::NotOnTimingPage(_) => sys::VSYNC_ENOTONPAGE,
+            Error::TimingBusy(_) => sys::VSYNC_EAGAIN,
             Error::Other { errno, .. } => *errno,
         }
     }
@@ -106,7 +118,10 @@ impl Error {
             | Error::OutOfMemory(m)
             | Error::TimedOut(m)
             | Error::NotConnected(m)
-            | Error::Busy(m) => m,
+            | Error::Busy(m)
+            | Error::NoTimingPage(m)
+            | Error::NotOnTimingPage(m)
+            | Error::TimingBusy(m) => m,
             Error::Other { message, .. } => message,
         }
     }

@@ -42,7 +42,7 @@ mod error;
 mod types;
 
 pub use error::Error;
-pub use types::{Display, DisplayEvent, DisplayEventKind, DisplayState, Frame, Timeline};
+pub use types::{Display, DisplayEvent, DisplayEventKind, DisplayState, DisplayTiming, Frame, Timeline};
 
 use std::any::Any;
 use std::cell::RefCell;
@@ -131,6 +131,21 @@ impl Client {
         // The library wrote `filled` whole records.
         unsafe { list.set_len(filled) };
         Ok(list.iter().map(Display::from_raw).collect())
+    }
+
+    /// The display's last vblank and refresh model from vsyncd's timing page (protocol 5), read
+    /// with no syscall, and the first vblank the model puts after `after_ns` (0: now) in
+    /// `next_sequence`/`next_ns`. [`Error::NoTimingPage`] before a protocol 5 connection,
+    /// [`Error::NotOnTimingPage`] for a display the page does not hold, [`Error::TimingBusy`]
+    /// when its record stayed locked. A link with [`Link::set_page_only`] keeps the record current.
+    pub fn display_timing(&self, display_id: u32, after_ns: u64) -> Result<DisplayTiming, Error> {
+        let mut raw = sys::vsync_display_timing::default();
+        let rc = unsafe { sys::vsync_display_timing(self.raw.as_ptr(), display_id, after_ns, &mut raw) };
+        if rc < 0 {
+            // The read records no error line (any thread may call it): the code's own line.
+            return Err(Error::from_code(rc, String::new()));
+        }
+        Ok(DisplayTiming::from_raw(&raw))
     }
 
     /// A link to one display: `None` or `"primary"`, a connector name (`"HDMI-A-1"`),
@@ -301,6 +316,12 @@ impl<'c> Link<'c> {
     /// Predicted frames while the display is off, flagged predicted.
     pub fn set_predict_while_off(&self, on: bool) -> Result<(), Error> {
         self.check(unsafe { sys::vsync_link_set_predict_while_off(self.raw.as_ptr(), on) })
+    }
+
+    /// Page only: the link gets no frames; vsyncd keeps its display's record on the timing page
+    /// current, for [`Client::display_timing`] and the app's own timer (protocol 5).
+    pub fn set_page_only(&self, page_only: bool) -> Result<(), Error> {
+        self.check(unsafe { sys::vsync_link_set_page_only(self.raw.as_ptr(), page_only) })
     }
 
     /// Paused, vsyncd sends nothing for the link.

@@ -25,6 +25,9 @@ pub const VSYNC_ENOMEM: c_int = 12;
 pub const VSYNC_ETIMEDOUT: c_int = 110;
 pub const VSYNC_ENOTCONN: c_int = 107;
 pub const VSYNC_EBUSY: c_int = 16;
+pub const VSYNC_ENOPAGE: c_int = 61;
+pub const VSYNC_ENOTONPAGE: c_int = 2;
+pub const VSYNC_EAGAIN: c_int = 11;
 
 pub const VSYNC_FRAME_HARDWARE: u32 = 1;
 pub const VSYNC_FRAME_PREDICTED: u32 = 2;
@@ -45,6 +48,9 @@ pub const VSYNC_DISPLAY_FLAG_PRIMARY: u32 = 4;
 pub const VSYNC_DISPLAY_FLAG_INTERRUPT_TIMESTAMPS: u32 = 8;
 pub const VSYNC_DISPLAY_FLAG_VARIABLE: u32 = 16;
 pub const VSYNC_DISPLAY_FLAG_VARIABLE_CAPABLE: u32 = 32;
+
+pub const VSYNC_TIMING_ON: u32 = 0x10000;
+pub const VSYNC_TIMING_CURRENT: u32 = 0x20000;
 
 pub const VSYNC_MAX_DISPLAYS: usize = 42;
 
@@ -134,6 +140,29 @@ pub struct vsync_display {
     pub max_interval_ns: u64,
 }
 
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct vsync_display_timing {
+    pub struct_size: u32,
+    pub display_id: u32,
+    pub generation: u32,
+    pub flags: u32,
+    pub last_sequence: u64,
+    pub last_timestamp_ns: u64,
+    pub anchor_sequence: u64,
+    pub anchor_ns: u64,
+    pub period_ns: u64,
+    pub period_frac: u32,
+    pub reserved: u32,
+    pub period: f64,
+    pub refresh_mhz: u64,
+    pub min_interval_ns: u64,
+    pub max_interval_ns: u64,
+    pub updated_ns: u64,
+    pub next_sequence: u64,
+    pub next_ns: u64,
+}
+
 pub type vsync_frame_fn = Option<unsafe extern "C" fn(*mut vsync_link, *const vsync_frame, *mut c_void)>;
 pub type vsync_display_fn = Option<unsafe extern "C" fn(*mut vsync_link, *const vsync_display_event, *mut c_void)>;
 pub type vsync_error_fn = Option<unsafe extern "C" fn(*mut vsync_link, c_int, *const c_char, *mut c_void)>;
@@ -166,6 +195,13 @@ extern "C" {
     pub fn vsync_link_set_error_callback(link: *mut vsync_link, func: vsync_error_fn) -> c_int;
     pub fn vsync_link_get_refresh(link: *mut vsync_link, refresh_mhz: *mut u64, period_ns: *mut u64) -> c_int;
     pub fn vsync_link_get_max_fps(link: *mut vsync_link) -> c_int;
+    pub fn vsync_link_set_page_only(link: *mut vsync_link, page_only: bool) -> c_int;
+    pub fn vsync_display_timing(
+        client: *mut vsync_client,
+        display_id: u32,
+        after_ns: u64,
+        out: *mut vsync_display_timing,
+    ) -> c_int;
     pub fn vsync_link_destroy(link: *mut vsync_link);
     pub fn vsync_strerror(code: c_int) -> *const c_char;
     pub fn vsync_now_ns() -> u64;

@@ -249,3 +249,67 @@ impl Display {
         self.flags & sys::VSYNC_DISPLAY_FLAG_PRIMARY != 0
     }
 }
+
+/// A display's timing from vsyncd's timing page ([`crate::Client::display_timing`]). Times are
+/// CLOCK_MONOTONIC ns; the refresh model's line puts vblank s at
+/// `anchor_ns + (s - anchor_sequence) * period_ns`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DisplayTiming {
+    pub display_id: u32,
+    /// The display's configuration generation (as in frames).
+    pub generation: u32,
+    /// Display flags in bits 0-15; `VSYNC_TIMING_ON`, `VSYNC_TIMING_CURRENT` above.
+    pub flags: u32,
+    /// The last vblank vsyncd received, and its kernel timestamp.
+    pub last_sequence: u64,
+    pub last_timestamp_ns: u64,
+    pub anchor_sequence: u64,
+    pub anchor_ns: u64,
+    /// The model's period: whole ns plus `period_frac / 2^32`; 0 when not measured.
+    pub period_ns: u64,
+    pub period_frac: u32,
+    /// The same period as a float (ns).
+    pub period: f64,
+    pub refresh_mhz: u64,
+    /// Variable refresh's interval bounds; 0 on a fixed grid.
+    pub min_interval_ns: u64,
+    pub max_interval_ns: u64,
+    /// When vsyncd last wrote the record.
+    pub updated_ns: u64,
+    /// The first vblank the model puts strictly after the call's `after_ns`, and its time.
+    pub next_sequence: u64,
+    pub next_ns: u64,
+}
+
+impl DisplayTiming {
+    pub(crate) fn from_raw(t: &sys::vsync_display_timing) -> DisplayTiming {
+        DisplayTiming {
+            display_id: t.display_id,
+            generation: t.generation,
+            flags: t.flags,
+            last_sequence: t.last_sequence,
+            last_timestamp_ns: t.last_timestamp_ns,
+            anchor_sequence: t.anchor_sequence,
+            anchor_ns: t.anchor_ns,
+            period_ns: t.period_ns,
+            period_frac: t.period_frac,
+            period: t.period,
+            refresh_mhz: t.refresh_mhz,
+            min_interval_ns: t.min_interval_ns,
+            max_interval_ns: t.max_interval_ns,
+            updated_ns: t.updated_ns,
+            next_sequence: t.next_sequence,
+            next_ns: t.next_ns,
+        }
+    }
+
+    /// The display is lit.
+    pub fn is_on(&self) -> bool {
+        self.flags & sys::VSYNC_TIMING_ON != 0
+    }
+
+    /// Vblank events are on: `last_*` is at most a frame old.
+    pub fn is_current(&self) -> bool {
+        self.flags & sys::VSYNC_TIMING_CURRENT != 0
+    }
+}

@@ -38,6 +38,14 @@ const STRUCTS: &[(&str, &[&str])] = &[
             "generation", "residual_rms_ns", "residual_p99_ns", "residual_samples", "min_interval_ns", "max_interval_ns",
         ],
     ),
+    (
+        "vsync_display_timing",
+        &[
+            "struct_size", "display_id", "generation", "flags", "last_sequence", "last_timestamp_ns",
+            "anchor_sequence", "anchor_ns", "period_ns", "period_frac", "reserved", "period", "refresh_mhz",
+            "min_interval_ns", "max_interval_ns", "updated_ns", "next_sequence", "next_ns",
+        ],
+    ),
 ];
 
 fn constants() -> Vec<(&'static str, i64)> {
@@ -60,6 +68,11 @@ fn constants() -> Vec<(&'static str, i64)> {
         ("VSYNC_ETIMEDOUT", VSYNC_ETIMEDOUT as i64),
         ("VSYNC_ENOTCONN", VSYNC_ENOTCONN as i64),
         ("VSYNC_EBUSY", VSYNC_EBUSY as i64),
+        ("VSYNC_ENOPAGE", VSYNC_ENOPAGE as i64),
+        ("VSYNC_ENOTONPAGE", VSYNC_ENOTONPAGE as i64),
+        ("VSYNC_EAGAIN", VSYNC_EAGAIN as i64),
+        ("VSYNC_TIMING_ON", VSYNC_TIMING_ON as i64),
+        ("VSYNC_TIMING_CURRENT", VSYNC_TIMING_CURRENT as i64),
         ("VSYNC_FRAME_HARDWARE", VSYNC_FRAME_HARDWARE as i64),
         ("VSYNC_FRAME_PREDICTED", VSYNC_FRAME_PREDICTED as i64),
         ("VSYNC_FRAME_SYNTHETIC", VSYNC_FRAME_SYNTHETIC as i64),
@@ -99,6 +112,9 @@ fn rust_layout() -> HashMap<String, i64> {
     record!(m, vsync_display, struct_size, display_id, crtc_id, connector_id, state, flags, refresh_mhz, period_ns,
             width, height, name, device_path, bus_path, edid_make, edid_model, edid_serial, generation,
             residual_rms_ns, residual_p99_ns, residual_samples, min_interval_ns, max_interval_ns);
+    record!(m, vsync_display_timing, struct_size, display_id, generation, flags, last_sequence, last_timestamp_ns,
+            anchor_sequence, anchor_ns, period_ns, period_frac, reserved, period, refresh_mhz, min_interval_ns,
+            max_interval_ns, updated_ns, next_sequence, next_ns);
     for (name, value) in constants() {
         m.insert(name.to_string(), value);
     }

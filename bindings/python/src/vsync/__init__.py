@@ -22,14 +22,15 @@ import os
 
 from . import _lib
 from ._errors import (_FATAL, ConnectionLostError, DisplayGoneError, InvalidArgumentError, NoDaemonError,
-                      NoDisplayError, PermissionDeniedError, TimedOutError, VsyncError, _error)
+                      NoDisplayError, NoTimingPageError, NotOnTimingPageError, PermissionDeniedError, TimedOutError,
+                      VsyncError, _error)
 from ._lib import lib
-from ._types import _KINDS, Display, DisplayEvent, Frame, _text
+from ._types import _KINDS, Display, DisplayEvent, DisplayTiming, Frame, _text
 
 __all__ = [
     "Client", "Link", "Frame", "Display", "DisplayEvent", "VsyncError", "NoDaemonError", "PermissionDeniedError",
     "ConnectionLostError", "NoDisplayError", "DisplayGoneError", "InvalidArgumentError", "TimedOutError",
-    "library_version", "now_ns",
+    "library_version", "now_ns", "DisplayTiming", "NoTimingPageError", "NotOnTimingPageError",
 ]
 
 
@@ -120,6 +121,19 @@ class Client(_Handle):
                         d.generation, d.residual_rms_ns, d.residual_p99_ns, d.residual_samples,
                         d.min_interval_ns, d.max_interval_ns)
                 for d in array[:min(rc, _lib.MAX_DISPLAYS)]]
+
+    def display_timing(self, display_id, after_ns=0):
+        """The display's last vblank and refresh model from vsyncd's timing page (protocol 5), read
+        with no syscall, and the first vblank after after_ns (0: now) in next_sequence/next_ns.
+        Raises NoTimingPageError (no page: not connected, or vsyncd without protocol 5),
+        NotOnTimingPageError (display not on the page), VsyncError with errno EAGAIN (its record
+        stayed locked). A link with set_page_only(True) keeps the record current."""
+        self._check()
+        raw = _lib.RawDisplayTiming()
+        rc = lib().vsync_display_timing(self._raw, int(display_id), int(after_ns), ctypes.byref(raw))
+        if rc < 0:
+            raise _error(rc)  # the read records no error line: libvsync's line for the code
+        return DisplayTiming._from(raw)
 
     def link(self, on_frame, display=None):
         """A link to one display (None or "primary", a connector name, "crtc:ID", "display:ID");
@@ -259,6 +273,10 @@ class Link(_Handle):
 
     def set_predict_while_off(self, on):
         self._call(lib().vsync_link_set_predict_while_off(self._raw, bool(on)))
+
+    def set_page_only(self, on):
+        """Page only: no frames; vsyncd keeps the display's record on the timing page current."""
+        self._call(lib().vsync_link_set_page_only(self._raw, bool(on)))
 
     def on_display(self, fn):
         """fn(DisplayEvent) on mode changes, off, on, variable refresh on/off, waiting."""

@@ -40,10 +40,18 @@ class TimedOutError(VsyncError, TimeoutError):
     """vsyncd did not answer in time."""
 
 
+class NoTimingPageError(VsyncError, LookupError):
+    """No timing page: not connected yet, or a vsyncd without protocol 5."""
+
+
+class NotOnTimingPageError(VsyncError, LookupError):
+    """The display has no record on the timing page."""
+
+
 _ERRORS = {
     _lib.ENODAEMON: NoDaemonError, _lib.EACCES: PermissionDeniedError, _lib.ECONNLOST: ConnectionLostError,
     _lib.ENODISPLAY: NoDisplayError, _lib.EDISPLAYGONE: DisplayGoneError, _lib.EINVAL: InvalidArgumentError,
-    _lib.ETIMEDOUT: TimedOutError,
+    _lib.ETIMEDOUT: TimedOutError, _lib.ENOPAGE: NoTimingPageError, _lib.ENOTONPAGE: NotOnTimingPageError,
 }
 # Errors after which a link gets no more frames by itself: the iterators raise them.
 _FATAL = {_lib.ENODISPLAY, _lib.EDISPLAYGONE, _lib.EREQUEST, _lib.EPROTO, _lib.EREFUSED}

@@ -12,6 +12,7 @@ c_int, c_uint32, c_uint64, c_char, c_void_p, c_char_p = (
 ENODAEMON, EACCES, ECONNECT, ECONNLOST, EREFUSED = 111, 13, 5, 104, 103
 ENODISPLAY, EDISPLAYGONE, EREQUEST, EPROTO, EINVAL = 19, 6, 121, 71, 22
 ENOMEM, ETIMEDOUT, ENOTCONN, EBUSY = 12, 110, 107, 16
+ENOPAGE, ENOTONPAGE, EAGAIN = 61, 2, 11  # the timing page (protocol 5): ENODATA, ENOENT, EAGAIN
 
 FRAME_HARDWARE, FRAME_PREDICTED, FRAME_SYNTHETIC, FRAME_VARIABLE = 1, 2, 4, 8
 DISPLAY_MODE_CHANGED, DISPLAY_OFF, DISPLAY_ON, DISPLAY_WAITING = 1, 2, 3, 256
@@ -21,6 +22,7 @@ DISPLAY_FLAG_HARDWARE_CLOCK, DISPLAY_FLAG_SYNTHETIC, DISPLAY_FLAG_PRIMARY = 1, 2
 DISPLAY_FLAG_INTERRUPT_TIMESTAMPS = 8
 DISPLAY_FLAG_VARIABLE, DISPLAY_FLAG_VARIABLE_CAPABLE = 16, 32
 MAX_DISPLAYS = 42
+TIMING_ON, TIMING_CURRENT = 0x10000, 0x20000
 
 
 class Timeline(ctypes.Structure):
@@ -57,6 +59,16 @@ class RawDisplay(ctypes.Structure):
     ]
 
 
+class RawDisplayTiming(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_uint32), ("display_id", c_uint32), ("generation", c_uint32), ("flags", c_uint32),
+        ("last_sequence", c_uint64), ("last_timestamp_ns", c_uint64), ("anchor_sequence", c_uint64),
+        ("anchor_ns", c_uint64), ("period_ns", c_uint64), ("period_frac", c_uint32), ("reserved", c_uint32),
+        ("period", ctypes.c_double), ("refresh_mhz", c_uint64), ("min_interval_ns", c_uint64),
+        ("max_interval_ns", c_uint64), ("updated_ns", c_uint64), ("next_sequence", c_uint64), ("next_ns", c_uint64),
+    ]
+
+
 FRAME_FN = ctypes.CFUNCTYPE(None, c_void_p, ctypes.POINTER(RawFrame), c_void_p)
 DISPLAY_FN = ctypes.CFUNCTYPE(None, c_void_p, ctypes.POINTER(RawDisplayEvent), c_void_p)
 ERROR_FN = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_char_p, c_void_p)
@@ -78,6 +90,8 @@ _SIGNATURES = {
     "vsync_link_set_error_callback": (c_int, [c_void_p, ERROR_FN]),
     "vsync_link_get_refresh": (c_int, [c_void_p, ctypes.POINTER(c_uint64), ctypes.POINTER(c_uint64)]),
     "vsync_link_get_max_fps": (c_int, [c_void_p]),
+    "vsync_link_set_page_only": (c_int, [c_void_p, ctypes.c_bool]),
+    "vsync_display_timing": (c_int, [c_void_p, c_uint32, c_uint64, ctypes.POINTER(RawDisplayTiming)]),
     "vsync_link_destroy": (None, [c_void_p]),
     "vsync_strerror": (c_char_p, [c_int]),
     "vsync_now_ns": (c_uint64, []),

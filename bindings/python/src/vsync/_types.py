@@ -112,5 +112,40 @@ class Display:
         return self.refresh_mhz / 1000
 
 
+@dataclasses.dataclass(frozen=True)
+class DisplayTiming:
+    """A display's timing from vsyncd's timing page (Client.display_timing). CLOCK_MONOTONIC ns;
+    the refresh model's line puts vblank s at anchor_ns + (s - anchor_sequence) * period_ns."""
+    display_id: int
+    generation: int           # the display's configuration generation
+    flags: int                # display flags in bits 0-15; TIMING_ON, TIMING_CURRENT above
+    last_sequence: int        # the last vblank vsyncd received, and its timestamp
+    last_timestamp_ns: int
+    anchor_sequence: int
+    anchor_ns: int
+    period_ns: float          # the model's period with its fraction; 0: not measured
+    refresh_mhz: int
+    min_interval_ns: int      # variable refresh's bounds; 0 on a fixed grid
+    max_interval_ns: int
+    updated_ns: int           # when vsyncd last wrote the record
+    next_sequence: int        # the first vblank the model puts after after_ns (0 without a period)
+    next_ns: int
+
+    @property
+    def on(self):
+        return bool(self.flags & _lib.TIMING_ON)
+
+    @property
+    def current(self):
+        """Vblank events are on: last_* is at most a frame old."""
+        return bool(self.flags & _lib.TIMING_CURRENT)
+
+    @classmethod
+    def _from(cls, t):
+        return cls(t.display_id, t.generation, t.flags, t.last_sequence, t.last_timestamp_ns, t.anchor_sequence,
+                   t.anchor_ns, t.period, t.refresh_mhz, t.min_interval_ns, t.max_interval_ns, t.updated_ns,
+                   t.next_sequence, t.next_ns)
+
+
 def _text(raw):
     return raw.decode("utf-8", errors="replace")

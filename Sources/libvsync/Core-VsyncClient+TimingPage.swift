@@ -1,0 +1,1 @@
+../VsyncClientCore/VsyncClient+TimingPage.swift
