@@ -86,6 +86,7 @@ extension DisplayLink {
         case .modeChanged: post(.change(.modeChanged(refreshHz: Double(event.display.refreshMillihertz) / 1000)))
         case .off: post(.change(.off))
         case .on: post(.change(.on))
+        case .variableRefreshChanged: post(.change(.variableRefresh(isOn: event.display.flags.contains(.variable))))
         case .added, .removed: return
         }
     }

@@ -72,6 +72,13 @@ extension DisplayLink {
         public var interval: Double { targetTimestamp - timestamp }
         /// True when no display is behind the tick (vsyncd's timer source).
         public var isSynthetic: Bool { flags.contains(.synthetic) }
+        /// Variable refresh (VRR) is on (protocol 5): there is no grid, so
+        /// ``targetTimestampNanoseconds`` and the ``frameTimelines`` are the *earliest* each
+        /// vblank can come (the newest vblank plus k × the shortest interval), and
+        /// ``durationNanoseconds`` is that shortest interval (VK_EXT_present_timing's
+        /// `refreshDuration`; its `refreshInterval` would be unknown). The link's
+        /// ``DisplayLink/minimumInterval`` and ``DisplayLink/maximumInterval`` give the range.
+        public var isVariable: Bool { flags.contains(.variable) }
     }
 
     /// A change to the link's display, for ``DisplayLink/displayChangeHandler``.
@@ -83,6 +90,9 @@ extension DisplayLink {
         case off
         /// The display turned back on.
         case on
+        /// Variable refresh (VRR) turned on or off (protocol 5): frames say ``Frame/isVariable``
+        /// from now on, or no longer; the generation changed once.
+        case variableRefresh(isOn: Bool)
         /// No such display yet (vsyncd started before the display was lit): frames start when
         /// it appears, without asking again.
         case waiting

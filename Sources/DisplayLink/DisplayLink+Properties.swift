@@ -46,6 +46,18 @@ extension DisplayLink {
         return withState { displayFacts($0).synthetic }
     }
 
+    /// Variable refresh (VRR) is on for the display, as vsyncd last said (protocol 5).
+    public var isVariable: Bool {
+        if let frame = currentFrame { return frame.isVariable }
+        return withState { displayFacts($0).variable }
+    }
+    /// The shortest interval between vblanks the display can do (1 / the maximum rate of its
+    /// variable refresh range), in seconds, as `CAMetalDisplayLink`'s and
+    /// VK_EXT_present_timing's `refreshDuration`; 0 when the monitor cannot vary its refresh.
+    public var minimumInterval: Double { MonotonicClock.seconds(withState { displayFacts($0).minIntervalNs }) }
+    /// The longest (1 / the range's minimum rate), in seconds; 0 when not capable or unknown.
+    public var maximumInterval: Double { MonotonicClock.seconds(withState { displayFacts($0).maxIntervalNs }) }
+
     /// The display's refresh rate rounded to whole frames per second, as `UIScreen` reports it
     /// (59.94 Hz gives 60); 0 until the daemon has answered.
     public var maximumFramesPerSecond: Int {

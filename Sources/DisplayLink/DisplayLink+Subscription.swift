@@ -38,6 +38,10 @@ extension DisplayLink {
         var refreshMillihertz: UInt64 = 0
         var displayIntervalNs: UInt64 = 0
         var synthetic = false
+        /// Protocol 5: variable refresh on, and the range as intervals (0 when not capable).
+        var variable = false
+        var minIntervalNs: UInt64 = 0
+        var maxIntervalNs: UInt64 = 0
 
         init() {}
 
@@ -45,6 +49,9 @@ extension DisplayLink {
             refreshMillihertz = info.display?.refreshMillihertz ?? 0
             displayIntervalNs = info.displayIntervalNs
             synthetic = info.display?.flags.contains(.synthetic) ?? false
+            variable = info.display?.flags.contains(.variable) ?? false
+            minIntervalNs = info.display?.minIntervalNs ?? 0
+            maxIntervalNs = info.display?.maxIntervalNs ?? 0
         }
     }
 

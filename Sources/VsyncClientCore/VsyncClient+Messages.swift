@@ -216,7 +216,7 @@ extension VsyncClient {
                 lastError = error
                 events.append(.error(subscriptionID: id, error))
             }
-        case .modeChanged, .off, .on:
+        case .modeChanged, .off, .on, .variableRefreshChanged:
             for id in subscriptions.keys.sorted() {
                 guard var info = subscriptions[id], info.display?.displayID == displayID else { continue }
                 if event.kind != .off { info.display = event.display }

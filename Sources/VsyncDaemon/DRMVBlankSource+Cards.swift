@@ -13,6 +13,11 @@ struct ConnectorIdentity {
     /// The status the EDID was read at: it is read again only when that changes (a monitor
     /// plugged or swapped), not at every rescan of the backstop.
     var status: ConnectorStatus?
+    /// `vrr_capable` (nil: the driver has none), the EDID's range, and the id of the CRTC's
+    /// `VRR_ENABLED` to poll (DRMVBlankSource+VariableRefresh.swift).
+    var variableRefreshCapable: Bool? = nil
+    var refreshRange: EDIDRefreshRange? = nil
+    var enabledProperty: UInt32? = nil
 }
 
 /// Card nodes that exist but cannot be opened yet (ENODEV or ENXIO: vkms and hotplugged GPUs
@@ -104,6 +109,9 @@ extension DRMVBlankSource: CardLifecycle {
         }
         let read = card.edid(connectorID: c.id)
         return ConnectorIdentity(id: c.id, name: c.name, edid: read?.bytes.flatMap { EDIDIdentity($0, registry: pnpRegistry) },
-                                 edidBlob: read?.blobID ?? 0, order: order, status: c.status)
+                                 edidBlob: read?.blobID ?? 0, order: order, status: c.status,
+                                 variableRefreshCapable: card.variableRefreshCapable(connectorID: c.id),
+                                 refreshRange: read?.bytes.flatMap { EDIDRefreshRange($0) },
+                                 enabledProperty: card.variableRefreshEnabledProperty(crtcID: key.crtcID))
     }
 }

@@ -13,7 +13,7 @@ import VsyncDRM
 final class DRMVBlankSource: VBlankSource {
     let logger: Logger
     private let explicitDevices: [String]
-    private var cards: [String: Card] = [:]
+    private(set) var cards: [String: Card] = [:]
     private var inotifyFD: Int32 = -1
     private var uevents: UeventSocket?
     /// The displays whose vblanks are wanted, with the server's token for each.
@@ -98,7 +98,8 @@ final class DRMVBlankSource: VBlankSource {
             deviceName: deviceName(key.device), isActive: crtc.isActive, refresh: crtc.mode?.refreshRate,
             width: timings?.hdisplay ?? 0, height: timings?.vdisplay ?? 0,
             busPath: busPaths[key.device] ?? "", edid: connector?.edid,
-            order: connector?.order ?? Self.order(device: key.device, connectorIndex: 999))
+            order: connector?.order ?? Self.order(device: key.device, connectorIndex: 999),
+            variableRefresh: variableRefreshState(key))
     }
 
     private func drop(_ path: String, reason: String) {

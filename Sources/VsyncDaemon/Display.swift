@@ -33,6 +33,10 @@ final class Display {
     var pageFlags: UInt32 = 0
     /// The earliest pacing wake among its subscriptions (see Server+Pacing.swift).
     var nextWakeNs: UInt64?
+    /// The newest vblank while variable refresh is on, and when VRR_ENABLED was last polled
+    /// (Display+VariableRefresh.swift).
+    var variableVBlanks = VariableRefreshTracker()
+    var variableRefreshPolledNs: UInt64 = 0
     /// Changes the daemon made: mode, off, on, model resets (`resetModel`, `turnedOff`).
     private var changes: UInt32 = 0
     /// The configuration generation every tick and display record carries (protocol 4): bumps
@@ -108,14 +112,17 @@ final class Display {
         if isPrimary { flags.insert(.primary) }
         let timing = model.displayTiming
         flags.formUnion(timing.flags)
+        flags.formUnion(variableRefreshFlags)
+        let intervals = variableRefreshIntervals
         return DisplayInfo(
             displayID: id, crtcID: source.key.crtcID, connectorID: source.connectorID,
             state: state, flags: flags,
             refreshMillihertz: state == .on ? (source.refresh?.millihertz ?? 0) : 0,
-            periodNs: state == .on ? periodNs : 0,
+            periodNs: state == .on ? intervalNs : 0,  // the shortest while VRR is on
             width: source.width, height: source.height,
             connectorName: source.connectorName, deviceName: source.deviceName,
             busPath: source.busPath, edidMake: source.edid?.make ?? "", edidModel: source.edid?.model ?? "",
-            edidSerial: source.edid?.serial ?? "", generation: generation, timing: timing.timing)
+            edidSerial: source.edid?.serial ?? "", generation: generation, timing: timing.timing,
+            minIntervalNs: intervals.shortestNs, maxIntervalNs: intervals.longestNs)
     }
 }

@@ -15,12 +15,14 @@ import VsyncCore
 /// report, and an off line fails the display's events as a CRTC going off does, so the server
 /// finds changes the way it finds them on DRM. After the last line nothing more happens.
 final class ReplayVBlankSource: VBlankSource {
-    private struct Replayed {
+    fileprivate struct Replayed {
         var key: DisplayKey
         var connector: String
         var mode: (width: UInt16, height: UInt16, refresh: RefreshRate)?
         var active = false
         var token: UInt32 = 0
+        /// From trace version 2's `vrr-` lines; nil in a trace without them (as a driver without VRR).
+        var variableRefresh: VariableRefreshState?
     }
 
     private let trace: VBlankTrace
@@ -58,9 +60,8 @@ final class ReplayVBlankSource: VBlankSource {
             displays[d.id] = Replayed(key: DisplayKey(device: "replay:\(d.device)", crtcID: d.crtcID), connector: d.connector)
             order.append(d.id)
         }
-        // Mode lines before the first vblank describe the start.
-        while cursor < trace.events.count, case let .mode(_, id, w, h, r) = trace.events[cursor] {
-            displays[id]?.mode = (w, h, r)
+        // Mode and VRR lines before the first vblank describe the start.
+        while cursor < trace.events.count, Self.setting(trace.events[cursor], in: &displays) {
             cursor += 1
         }
         traceStartNs = trace.events[cursor...].first?.timeNs ?? 0
@@ -91,7 +92,12 @@ final class ReplayVBlankSource: VBlankSource {
         guard let d = displays[id] else { return nil }
         return SourceDisplay(key: d.key, connectorID: d.key.crtcID, connectorName: d.connector,
                              deviceName: "replay", isActive: d.mode != nil, refresh: d.mode?.refresh,
-                             width: d.mode?.width ?? 0, height: d.mode?.height ?? 0)
+                             width: d.mode?.width ?? 0, height: d.mode?.height ?? 0, variableRefresh: d.variableRefresh)
+    }
+
+    /// VRR_ENABLED as of the replay's position: the server polls it as it polls DRM's.
+    func variableRefreshEnabled(_ key: DisplayKey) -> Bool? {
+        order.first { displays[$0]?.key == key }.flatMap { displays[$0]?.variableRefresh?.enabled }
     }
 
     func rescan() -> [SourceDisplay] { order.compactMap(sourceDisplay) }
@@ -145,6 +151,8 @@ final class ReplayVBlankSource: VBlankSource {
             events.append(.vblank(token: d.token, sequence: sequence, timestampNs: timestamp &+ (wallStartNs &- traceStartNs)))
         case let .mode(_, id, w, h, r):
             displays[id]?.mode = (w, h, r)
+        case .variableRefreshCapable, .refreshRange, .variableRefreshEnabled:
+            _ = Self.setting(event, in: &displays)
         case let .off(_, id):
             guard let d = displays[id] else { return }
             displays[id]?.mode = nil
@@ -154,5 +162,25 @@ final class ReplayVBlankSource: VBlankSource {
                 events.append(.failed(token: d.token, .off))
             }
         }
+    }
+}
+
+extension ReplayVBlankSource {
+    /// Takes in a setting line (mode, VRR): true if `event` was one. Those before the first
+    /// vblank describe the display at the trace's start.
+    fileprivate static func setting(_ event: VBlankTrace.Event, in displays: inout [UInt32: Replayed]) -> Bool {
+        func vrr(_ id: UInt32, _ change: (inout VariableRefreshState) -> Void) {
+            var state = displays[id]?.variableRefresh ?? VariableRefreshState(capable: false, enabled: false)
+            change(&state)
+            displays[id]?.variableRefresh = state
+        }
+        switch event {
+        case let .mode(_, id, w, h, r): displays[id]?.mode = (w, h, r)
+        case let .variableRefreshCapable(_, id, on): vrr(id) { $0.capable = on }
+        case let .refreshRange(_, id, range): vrr(id) { $0.range = range }
+        case let .variableRefreshEnabled(_, id, on): vrr(id) { $0.enabled = on }
+        case .vblank, .off: return false
+        }
+        return true
     }
 }

@@ -38,9 +38,10 @@ extension Server {
             displays.append(d)
             placeOnPage(d)
             let names = (s.busPath.isEmpty ? "" : ", bus path \(s.busPath)") + (s.edid.map { ", EDID \($0.make)/\($0.model)/\($0.serial)" } ?? "")
+                + s.variableRefreshText
             logger.info("display \(d.id) added: \(s.connectorName) on \(s.key), \(s.refresh.map { "\($0)" } ?? "no mode"), \(s.width)x\(s.height)\(names)")
             if announce {
-                let message = ServerMessage.displayEvent(DisplayEvent(kind: .added, display: info(d)))
+                let message = ServerMessage.displayEvent(displayEvent(.added, d))
                 for c in clients.values where c.version != nil { send(message, to: c) }
             }
         }
@@ -63,7 +64,7 @@ extension Server {
         logger.warning("display \(d.id) (\(d.source.connectorName) on \(d.key)) removed: \(reason)")
         if source.isActive(d.key) { try? source.setActive(d.key, false, token: d.id) }
         d.state = .off
-        let message = ServerMessage.displayEvent(DisplayEvent(kind: .removed, display: info(d)))
+        let message = ServerMessage.displayEvent(displayEvent(.removed, d))
         var told = Set<Int32>()
         for sub in d.subscriptions {
             sub.client.subscriptions[sub.id] = nil
@@ -96,6 +97,8 @@ extension Server {
     func apply(_ fresh: SourceDisplay, to d: Display) {
         d.sourceRead()
         defer { d.applied() }
+        let was = (on: d.state == .on, variable: d.isVariable, generation: d.generation)
+        defer { variableRefreshApplied(d, wasOn: was.on, wasVariable: was.variable, generation: was.generation) }
         let old = d.source
         d.source = fresh
         if fresh.busPath != old.busPath || fresh.edid != old.edid || fresh.connectorName != old.connectorName { statusDirty = true }
@@ -138,9 +141,11 @@ extension Server {
 
     func broadcastEvent(_ kind: DisplayEventKind, _ d: Display) {
         publishTiming(d)
-        let message = ServerMessage.displayEvent(DisplayEvent(kind: kind, display: info(d)))
+        let message = ServerMessage.displayEvent(displayEvent(kind, d))
         var told = Set<Int32>()
-        for sub in d.subscriptions where told.insert(sub.client.fd).inserted { send(message, to: sub.client) }
+        for sub in d.subscriptions where (sub.client.version ?? 1) >= kind.minimumVersion && told.insert(sub.client.fd).inserted {
+            send(message, to: sub.client)
+        }
     }
 
     /// Recomputes every subscriber's divisor for the display's current refresh and re-sends SUBSCRIBED.
@@ -157,7 +162,7 @@ extension Server {
         let d = sub.display
         return .subscribed(Subscribed(
             subscriptionID: sub.id, displayID: d.id, divisor: sub.divisor,
-            displayIntervalNs: d.periodNs, clientIntervalNs: d.periodNs * UInt64(sub.divisor), display: info(d)))
+            displayIntervalNs: d.intervalNs, clientIntervalNs: d.intervalNs * UInt64(sub.divisor), display: info(d)))
     }
 
     /// Asks the source for vblanks exactly while someone is listening.

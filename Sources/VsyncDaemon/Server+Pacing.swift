@@ -18,7 +18,7 @@ extension Server {
         guard let last = d.lastSample else { return nil }
         guard d.isPredicting else { return d.lastSampleIsCurrent ? last : nil }
         let s = FramePacing.latestVBlank(atOrBefore: now, atLeast: last.sequence, periodNs: d.model.periodNs) {
-            d.model.predictedTimestamp(forSequence: $0)
+            d.predictedTimestamp(forSequence: $0)
         }
         return (s, d.model.predictedTimestamp(forSequence: s))
     }
@@ -35,9 +35,10 @@ extension Server {
                 continue
             }
             if d.isPredicting { predicting = true }
+            if d.holdsPacing(sub.pacer, latestSequence: latest.sequence) { continue }  // VRR: wait for the vblank
             let wake = sub.pacer.update(
                 divisor: sub.divisor, workDurationNs: sub.workDurationNs, latestSequence: latest.sequence,
-                nowNs: now, periodNs: d.model.periodNs) { d.model.predictedTimestamp(forSequence: $0) }
+                nowNs: now, periodNs: d.pacingPeriodNs, variable: d.isVariable) { d.predictedTimestamp(forSequence: $0) }
             earliest = min(earliest ?? wake, wake)
         }
         // Off, with subscribers: re-read the CRTC once a frame while someone gets predicted
@@ -82,19 +83,21 @@ extension Server {
     /// Hands out every due frame; the next ones are aimed at afterwards (`updatePacing`), once
     /// the ticks are out.
     private func deliverPaced(_ d: Display, latest: (sequence: UInt64, timestampNs: UInt64), now: UInt64) {
-        let interval = d.periodNs
+        let interval = d.intervalNs
         var flags: TickFlags = d.isPredicting ? .predicted : (source.isSynthetic ? .synthetic : .hardwareTimestamp)
         if d.isPredicting && source.isSynthetic { flags.insert(.synthetic) }
-        let periodNs = d.model.periodNs
+        if d.isVariable { flags.insert(.variable) }  // targets are the earliest vblanks (Display+VariableRefresh)
+        let periodNs = d.pacingPeriodNs
         for sub in d.subscriptions where isPaced(sub) {
-            guard let (t, passed) = sub.pacer.fire(nowNs: now, newestSequence: latest.sequence, periodNs: periodNs) else { continue }
+            guard let (t, passed) = sub.pacer.fire(nowNs: now, newestSequence: latest.sequence, periodNs: periodNs,
+                                                   variable: d.isVariable) else { continue }
             sub.skipped &+= UInt32(clamping: passed)
             // A predicted tick without a work duration is the vblank itself, as a hardware tick
             // would be; with one, the newest vblank and the target ahead.
             let onTarget = sub.workDurationNs == 0 && d.isPredicting
             let targetSequence = onTarget ? t.sequence &+ UInt64(sub.divisor) : t.sequence
             let timelines = FramePacing.timelines(from: targetSequence, divisor: sub.divisor) {
-                d.model.predictedTimestamp(forSequence: $0)
+                d.predictedTimestamp(forSequence: $0)
             }
             let tick = Tick(
                 subscriptionID: sub.id, displayID: d.id, sequence: onTarget ? t.sequence : latest.sequence,

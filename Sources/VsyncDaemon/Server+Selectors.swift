@@ -111,7 +111,7 @@ extension Server {
         logger.debug("client \(client.label): subscription \(sub.id) follows \(sub.selector.text) to display \(d.id)")
         remove(sub)
         attach(client, sub.request, to: d)
-        send(ServerMessage.displayEvent(DisplayEvent(kind: .modeChanged, display: info(d))), to: client)
+        send(ServerMessage.displayEvent(displayEvent(.modeChanged, d)), to: client)
     }
 
     /// The display is gone: protocol 3 subscriptions that named it by something that can come

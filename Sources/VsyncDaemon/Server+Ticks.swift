@@ -18,6 +18,7 @@ extension Server {
         source.rearm(into: &events)
         handle(events)
         recheckDeviating()
+        pollVariableRefresh()
     }
 
     /// Re-reads the CRTCs whose last interval deviated from the model. A display whose intervals
@@ -49,6 +50,7 @@ extension Server {
     }
 
     func vblank(_ d: Display, sequence: UInt64, timestampNs: UInt64) {
+        if d.isVariable { return variableVBlank(d, sequence: sequence, timestampNs: timestampNs) }
         let previous = d.lastSample
         switch d.model.add(sequence: sequence, timestampNs: timestampNs) {
         case .duplicate, .stale: return

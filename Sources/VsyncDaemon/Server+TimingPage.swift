@@ -62,10 +62,22 @@ extension Server {
         v.display_id = d.id
         v.generation = d.generation
         v.flags = d.pageFlags | (d.state == .on ? VSYNC_PAGE_ON : 0) | (current && d.state == .on ? VSYNC_PAGE_CURRENT : 0)
+        if d.isVariable {  // the range while there is no grid; 0 on a fixed grid (§ 10)
+            let range = d.variableTiming
+            v.min_interval_ns = range.shortestNs
+            v.max_interval_ns = range.longestNs
+        }
         if let last = d.lastSample {
             v.last_sequence = last.sequence
             v.last_timestamp_ns = last.timestampNs
-            if d.model.sampleCount > 0 {
+            if d.isVariable {
+                // Variable refresh: no grid, so the line is the earliest the next vblanks can
+                // be, as ticks say (the last vblank + k × the shortest interval).
+                v.anchor_sequence = last.sequence
+                v.anchor_ns = last.timestampNs
+                v.period_ns = d.variableTiming.shortestNs
+                v.period_frac = 0
+            } else if d.model.sampleCount > 0 {
                 // The line through the model's fit at the newest vblank: interrupt-stamped
                 // displays put it before the late stamp, on the true grid.
                 v.anchor_sequence = last.sequence

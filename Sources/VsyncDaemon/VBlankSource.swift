@@ -27,6 +27,8 @@ struct SourceDisplay: Equatable, Sendable {
     /// Position in the kernel's order: card number, then the connector's index on the card
     /// (what `primary` falls back on).
     var order = 0
+    /// `vrr_capable`, `VRR_ENABLED` and the EDID's range; nil when the source has no such thing.
+    var variableRefresh: VariableRefreshState?
 
     /// Same mode as `other` (a change here is a modeChanged event).
     func sameMode(as other: SourceDisplay) -> Bool {
@@ -80,10 +82,14 @@ protocol VBlankSource: AnyObject {
     /// one (DRM), or the timer. The server calls it once that read's ticks are sent, so the
     /// re-arm's syscalls are not on the path from vblank to client. Failures are appended.
     func rearm(into events: inout [SourceEvent])
+    /// Reads the display's `VRR_ENABLED` now (one property read, no re-read of the mode); nil
+    /// when the source has no such property. The server polls it while someone follows.
+    func variableRefreshEnabled(_ key: DisplayKey) -> Bool?
 }
 
 extension VBlankSource {
     func rearm(into events: inout [SourceEvent]) {}
+    func variableRefreshEnabled(_ key: DisplayKey) -> Bool? { nil }
 }
 
 /// Card lifecycle: a card whose node is there but cannot be opened yet.

@@ -92,12 +92,20 @@ struct Follower {
         case .on: name = "on"
         case .added: name = "added"
         case .removed: name = "removed"
+        case .variableRefreshChanged: name = "variableRefreshChanged"
         }
+        // Protocol 5: whether VRR is on with its interval range, and the clock pair the event
+        // was stamped with (CLOCK_MONOTONIC, CLOCK_REALTIME).
+        let d = event.display
+        let variable = d.flags.contains(.variable)
         if json {
             Output.line("{\"event\":\"\(name)\"" + (hz.map { ",\"refreshHz\":\(Self.fixed($0, 6))" } ?? "")
-                + ",\"generation\":\(event.display.generation)}")
+                + ",\"generation\":\(d.generation),\"variable\":\(variable),\"minIntervalNs\":\(d.minIntervalNs),\"maxIntervalNs\":\(d.maxIntervalNs)"
+                + (d.clock.map { ",\"monotonicNs\":\($0.monotonicNs),\"realtimeNs\":\($0.realtimeNs)" } ?? "") + "}")
         } else {
-            Output.line("display " + name + (hz.map { " \(Self.fixed($0, 6)) Hz" } ?? "") + "  generation \(event.display.generation)")
+            let vrr = variable ? "  variable \(Self.fixed(Double(d.minIntervalNs) / 1e6, 3))-\(Self.fixed(Double(d.maxIntervalNs) / 1e6, 3)) ms" : ""
+            Output.line("display " + name + (hz.map { " \(Self.fixed($0, 6)) Hz" } ?? "") + "  generation \(d.generation)" + vrr
+                + (d.clock.map { "  clocks \(Self.seconds($0.monotonicNs)) = realtime \(Self.seconds($0.realtimeNs))" } ?? ""))
         }
     }
 
@@ -106,6 +114,7 @@ struct Follower {
         if flags.contains(.hardwareTimestamp) { names.append("hardware") }
         if flags.contains(.predicted) { names.append("predicted") }
         if flags.contains(.synthetic) { names.append("synthetic") }
+        if flags.contains(.variable) { names.append("variable") }
         return names
     }
 

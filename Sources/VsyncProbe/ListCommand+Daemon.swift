@@ -23,6 +23,7 @@ extension ListCommand {
     static func addDaemonView(_ d: DisplayInfo, to info: inout CRTCInfo) {
         info.generation = d.generation
         info.residualSamples = d.timing.samples
+        info.variable = d.flags.contains(.variable)
         guard d.timing.samples > 0 else { return }
         info.timestampSource = (d.flags.contains(.interruptTimestamps) ? TimestampSource.interrupt : .scanout).rawValue
         info.residualUs = MeasureReport.Residual(rms: d.timing.rmsUs, p99: d.timing.p99Us)
@@ -33,6 +34,7 @@ extension ListCommand {
         let timing = c.residualUs.map { r in
             ", timestamps \(c.timestampSource ?? "?"), residual RMS \(DecimalText.fixed(r.rms, places: 1)) µs, p99 \(DecimalText.fixed(r.p99, places: 1)) µs over \(c.residualSamples ?? 0) vblanks"
         } ?? ", timing not measured (nobody followed it lately)"
-        return "; vsyncd: generation \(generation)\(timing)"
+        let variable = c.variable == true ? ", variable refresh on" : ""
+        return "; vsyncd: generation \(generation)\(variable)\(timing)"
     }
 }

@@ -38,6 +38,10 @@ struct ListCommand: ParsableCommand {
         var edidMake: String?
         var edidModel: String?
         var edidSerial: String?
+        /// The connector's `vrr_capable` (false when the driver has no such property, as vkms),
+        /// and the EDID's range limits in Hz (ListCommand+VariableRefresh.swift).
+        var variableRefreshCapable = false
+        var variableRefreshRangeHz: [UInt16]?
     }
 
     struct CRTCInfo: Encodable {
@@ -56,6 +60,9 @@ struct ListCommand: ParsableCommand {
         var timestampSource: String?
         var residualUs: MeasureReport.Residual?
         var residualSamples: UInt32?
+        /// The CRTC's `VRR_ENABLED` (nil: no such property), and vsyncd's view: variable now.
+        var variableRefreshEnabled: Bool?
+        var variable: Bool?
     }
 
     struct Listing: Encodable { var cards: [CardInfo] }
@@ -98,8 +105,10 @@ struct ListCommand: ParsableCommand {
             info.busPath = bus.isEmpty ? nil : bus
             info.connectors = res.connectors.map {
                 let edid = card.edid(connectorID: $0.id)?.bytes.flatMap { EDIDIdentity($0, registry: registry) }
-                return ConnectorInfo(id: $0.id, name: $0.name, status: $0.status.rawValue, crtcId: $0.crtcID, modes: $0.modes.count,
-                                     edidMake: edid?.make, edidModel: edid?.model, edidSerial: edid.map(\.serial))
+                var connector = ConnectorInfo(id: $0.id, name: $0.name, status: $0.status.rawValue, crtcId: $0.crtcID, modes: $0.modes.count,
+                                              edidMake: edid?.make, edidModel: edid?.model, edidSerial: edid.map(\.serial))
+                addVariableRefresh(card: card, to: &connector)
+                return connector
             }
             info.crtcs = res.crtcs.map { crtc in
                 var vblankError: String? = nil
@@ -107,7 +116,9 @@ struct ListCommand: ParsableCommand {
                 return CRTCInfo(
                     id: crtc.id, pipe: crtc.pipe, active: crtc.isActive, mode: crtc.mode?.name,
                     nominalHz: crtc.mode?.refreshRate?.hertz, vrefresh: crtc.mode?.timings.vrefresh,
-                    vblank: vblankError == nil, vblankError: vblankError)
+                    vblank: vblankError == nil, vblankError: vblankError,
+                    variableRefreshEnabled: card.variableRefreshEnabledProperty(crtcID: crtc.id)
+                        .flatMap { card.variableRefreshEnabled(crtcID: crtc.id, property: $0) })
             }
         } catch {
             info.error = String(describing: error)
@@ -122,14 +133,15 @@ struct ListCommand: ParsableCommand {
         var lines = ["\(card.path)  driver \(driver), \(card.monotonic == true ? "monotonic" : "realtime") timestamps, vblank via \(card.method ?? "?")\(card.busPath.map { ", bus path \($0)" } ?? "")"]
         for c in card.connectors {
             let edid = c.edidMake.map { make in ", EDID \(make)/\(c.edidModel ?? "")/\(c.edidSerial ?? "")" } ?? ""
-            lines.append("  connector \(c.id) \(c.name): \(c.status)\(c.crtcId.map { ", CRTC \($0)" } ?? ""), \(c.modes) modes\(edid)")
+            lines.append("  connector \(c.id) \(c.name): \(c.status)\(c.crtcId.map { ", CRTC \($0)" } ?? ""), \(c.modes) modes\(edid), \(variableRefreshText(c))")
         }
         for c in card.crtcs {
             let mode = c.mode.map { m in
                 "\(m) \(c.nominalHz.map(Mode.hertzText) ?? "?") Hz (vrefresh \(c.vrefresh ?? 0))"
             } ?? "no mode"
             let vblank = c.vblank ? "vblank ok" : "vblank: \(c.vblankError ?? "fails")"
-            lines.append("  CRTC \(c.id) (pipe \(c.pipe)): \(c.active ? "active" : "off"), \(mode), \(vblank)\(daemonText(c))")
+            let vrr = c.variableRefreshEnabled == true ? ", VRR_ENABLED" : ""
+            lines.append("  CRTC \(c.id) (pipe \(c.pipe)): \(c.active ? "active" : "off"), \(mode), \(vblank)\(vrr)\(daemonText(c))")
         }
         return lines
     }

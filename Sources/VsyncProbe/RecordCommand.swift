@@ -94,6 +94,7 @@ struct TraceRecorder {
         var state: Mode?  // nil: off
         var announced = false
         var queued = false
+        var variableRefresh = RecordedVariableRefresh()
     }
 
     private var cards: [Card] = []
@@ -154,6 +155,8 @@ struct TraceRecorder {
                 for e in events {
                     guard let w = watched.firstIndex(where: { $0.card === cards[i] && $0.display.crtcID == e.crtcID }) else { continue }
                     emit(VBlankTrace.line(.vblank(display: watched[w].display.id, sequence: e.sequence, timestampNs: e.timestampNs)))
+                    watched[w].variableRefresh.pollEnabled(card: cards[i], crtcID: e.crtcID, display: watched[w].display.id,
+                                                           now: e.timestampNs, emit: emit)
                     refill(w)
                 }
             }
@@ -178,6 +181,8 @@ struct TraceRecorder {
                         emit(VBlankTrace.line(.off(timeNs: now, display: id)))
                     }
                 }
+                watched[w].variableRefresh.update(card: card, crtcID: c.id, connectorID: resources.connectors(of: c).first?.id,
+                                                  display: watched[w].display.id, now: now, emit: emit)
                 if mode != nil { refill(w) }
             }
         }

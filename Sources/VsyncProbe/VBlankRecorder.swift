@@ -94,15 +94,7 @@ enum VBlankRecorder {
     /// CLOCK_REALTIME with the CLOCK_MONOTONIC of the same instant: the realtime read between
     /// the two monotonic reads closest together of five, so a preemption cannot skew the pair.
     static func clockPair() -> ClockPair {
-        var best = ClockPair(monotonicNs: 0, realtimeNs: 0), width = UInt64.max
-        for _ in 0..<5 {
-            let a = now(CLOCK_MONOTONIC), r = now(CLOCK_REALTIME), b = now(CLOCK_MONOTONIC)
-            if b &- a < width {
-                width = b &- a
-                best = ClockPair(monotonicNs: a + (b &- a) / 2, realtimeNs: r)
-            }
-        }
-        return best
+        ClockPair.tightest(monotonic: { now(CLOCK_MONOTONIC) }, realtime: { now(CLOCK_REALTIME) })
     }
 
     static func now(_ clock: clockid_t) -> UInt64 {

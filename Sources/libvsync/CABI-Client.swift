@@ -71,6 +71,7 @@ public func vsync_client_dispatch(_ c: OpaquePointer?, _ timeoutMs: Int32) -> In
             case .modeChanged: kind = VSYNC_DISPLAY_MODE_CHANGED
             case .off: kind = VSYNC_DISPLAY_OFF
             case .on: kind = VSYNC_DISPLAY_ON
+            case .variableRefreshChanged: kind = VSYNC_DISPLAY_VARIABLE_REFRESH_CHANGED
             case .added, .removed: continue
             }
             var event = vsync_display_event()
@@ -80,6 +81,11 @@ public func vsync_client_dispatch(_ c: OpaquePointer?, _ timeoutMs: Int32) -> In
             event.refresh_mhz = e.kind == .off ? 0 : e.display.refreshMillihertz
             event.period_ns = e.display.periodNs
             event.generation = e.display.generation
+            event.flags = e.display.flags.rawValue
+            event.min_interval_ns = e.display.minIntervalNs
+            event.max_interval_ns = e.display.maxIntervalNs
+            event.monotonic_ns = e.display.clock?.monotonicNs ?? 0
+            event.realtime_ns = e.display.clock?.realtimeNs ?? 0
             fn(link.handle, &event, link.user)
         case .error(let id, let error):
             c.remember(error.description)

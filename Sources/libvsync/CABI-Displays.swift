@@ -62,6 +62,9 @@ func cDisplay(_ info: DisplayInfo) -> vsync_display {
     d.residual_rms_ns = info.timing.rmsNs
     d.residual_p99_ns = info.timing.p99Ns
     d.residual_samples = info.timing.samples
+    // Protocol 5's variable refresh range; 0 from an older daemon or a monitor without VRR.
+    d.min_interval_ns = info.minIntervalNs
+    d.max_interval_ns = info.maxIntervalNs
     return d
 }
 

@@ -127,7 +127,7 @@ struct LibvsyncTrapTests {
         let synthetic = DisplayFlags.synthetic.union(.primary).rawValue
         #expect(display.contains("name=timer state=1 flags=\(synthetic) refresh_mhz=60000 period_ns=16666667"), "\(display)")
         // The timer source has no card, bus or EDID.
-        #expect(display.contains("device=[] bus=[] make=[] model=[] serial=[] struct_size=376 generation=0 residual_samples=0"), "\(display)")
+        #expect(display.contains("device=[] bus=[] make=[] model=[] serial=[] struct_size=392 generation=0 residual_samples=0"), "\(display)")
         // 0.3.0's struct size still works, and only its bytes are written.
         #expect(lines.contains("old element rc=1 struct_size=360 untouched=1"), "\(lines)")
         #expect(lines.contains("small element rc=-\(EINVAL)"), "\(lines)")

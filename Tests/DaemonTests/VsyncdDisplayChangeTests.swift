@@ -26,6 +26,10 @@ final class ScriptedVBlankSource: VBlankSource, Sendable {
         var refusing = false
         /// A card is coming up (CardLifecycle): the server should rescan until it is there.
         var comingUp = false
+        /// VRR_ENABLED reads (the server polls it while a VRR-capable display is followed).
+        var variableRefreshPolls = 0
+        /// Re-reads of one display (`refresh`): what a deviating interval prompts.
+        var refreshes = 0
     }
     let state = Mutex(State())
     let wakeRead: Int32
@@ -44,7 +48,13 @@ final class ScriptedVBlankSource: VBlankSource, Sendable {
     var isSynthetic: Bool { false }
     var pollDescriptors: [Int32] { [wakeRead] }
     func rescan() -> [SourceDisplay] { state.withLock { $0.displays } }
-    func refresh(_ key: DisplayKey) -> SourceDisplay? { state.withLock { s in s.displays.first { $0.key == key } } }
+    func refresh(_ key: DisplayKey) -> SourceDisplay? {
+        state.withLock { s in
+            s.refreshes += 1
+            return s.displays.first { $0.key == key }
+        }
+    }
+    var refreshes: Int { state.withLock { $0.refreshes } }
     func setActive(_ key: DisplayKey, _ on: Bool, token: UInt32) throws(VBlankFailure) {
         let refused = state.withLock { s in on && s.refusing }
         if refused { throw .other("drmCrtcQueueSequence on CRTC \(key.crtcID): Operation not permitted") }
@@ -84,6 +94,13 @@ final class ScriptedVBlankSource: VBlankSource, Sendable {
         _ = write(wakeWrite, &byte, 1)
     }
     func isActive(_ key: DisplayKey) -> Bool { state.withLock { $0.active[key] != nil } }
+    func variableRefreshEnabled(_ key: DisplayKey) -> Bool? {
+        state.withLock { s in
+            s.variableRefreshPolls += 1
+            return s.displays.first { $0.key == key }?.variableRefresh?.enabled
+        }
+    }
+    var variableRefreshPolls: Int { state.withLock { $0.variableRefreshPolls } }
     func update(_ body: (inout [SourceDisplay]) -> Void) { state.withLock { body(&$0.displays) } }
     func setRefusing(_ refusing: Bool) { state.withLock { $0.refusing = refusing } }
 }

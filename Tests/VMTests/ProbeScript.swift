@@ -108,7 +108,11 @@ struct ProbeListing: Decodable {
         var connectors: [Connector]
         var crtcs: [CRTC]
     }
-    struct Connector: Decodable { var id: UInt32; var name: String; var status: String; var crtcId: UInt32? }
+    struct Connector: Decodable {
+        var id: UInt32; var name: String; var status: String; var crtcId: UInt32?
+        /// vrr_capable (protocol 5's issue 23 item 1): vkms has no such property.
+        var variableRefreshCapable: Bool?
+    }
     struct CRTC: Decodable {
         var id: UInt32
         var active: Bool

@@ -124,6 +124,9 @@ struct ProbeTests {
         #expect(abs(hz - m.nominalHz) < 1e-9)
         let text = (out.line("text") ?? "").replacingOccurrences(of: "\t", with: "\n")
         #expect(text.contains("Virtual-1") && text.contains("CRTC \(crtc.id)") && text.contains("\(sixDecimals(hz)) Hz"), "\(text)")
+        // vkms has no VRR: no vrr_capable property, read as not capable.
+        #expect(connector.variableRefreshCapable == false, "\(out)")
+        #expect(text.contains("Virtual-1: connected") && text.contains("variable refresh: not capable"), "\(text)")
     }
 
     @Test func unknownCRTCGivesOneLineListingValidIDs() async throws {

@@ -244,7 +244,7 @@ struct ProtocolCodecTests {
         bytes[8] = 0xFF; bytes[9] = 0xFF; bytes[10] = 0xFF; bytes[11] = 0x7F  // 2^31 records claimed
         #expect(throws: WireError.self) { try ServerMessage.decode(bytes) }
         var small = ServerMessage.displayList([sampleDisplay()]).encoded()
-        small[12] = 8  // record size below 96
+        small[12] = 8; small[13] = 0  // record size below 96
         #expect(throws: WireError.self) { try ServerMessage.decode(small) }
     }
 

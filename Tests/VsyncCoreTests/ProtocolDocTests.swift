@@ -72,18 +72,19 @@ struct ProtocolDocTests {
         }
         #expect(recordSize(1) == DisplayInfo.wireSize && recordSize(2) == DisplayInfo.wireSize)
         #expect(recordSize(3) == DisplayInfo.version3WireSize)
-        #expect(recordSize(4) == DisplayInfo.version4WireSize && recordSize(5) == DisplayInfo.version4WireSize)
-        #expect(row.contains("\(recordSize(2)) in versions 1 and 2, \(recordSize(3)) in version 3, \(recordSize(4)) in version 4"),
-                "\(row): the daemon writes \(recordSize(2))-byte records to versions 1 and 2, \(recordSize(3)) to 3, \(recordSize(4)) to 4")
+        #expect(recordSize(4) == DisplayInfo.version4WireSize)
+        #expect(recordSize(5) == DisplayInfo.version5WireSize && WireProtocol.currentVersion == 5)
+        #expect(row.contains("\(recordSize(2)) in versions 1 and 2, \(recordSize(3)) in version 3, \(recordSize(4)) in version 4, \(recordSize(5)) in version 5"),
+                "\(row): the daemon writes \(recordSize(2))-byte records to versions 1 and 2, \(recordSize(3)) to 3, \(recordSize(4)) to 4, \(recordSize(5)) to 5")
         // Every record offset the table states is one the codec writes: the last row ends the record.
         let record = lines.drop { !$0.hasPrefix("### The display record") }.dropFirst().prefix { !$0.hasPrefix("#") }
         let last = try #require(record.last { $0.hasPrefix("| 2") }, "no record rows")
-        #expect(last.hasPrefix("| \(DisplayInfo.version4WireSize - 4) | u32 |"), "\(last): the version 4 record is \(DisplayInfo.version4WireSize) bytes")
+        #expect(last.hasPrefix("| \(DisplayInfo.version5WireSize - 8) | u64 |"), "\(last): the version 5 record is \(DisplayInfo.version5WireSize) bytes")
         // SUBSCRIBED and DISPLAY_EVENT headings state each version's size.
         for (type, fixed) in [(MessageType.subscribed, 40), (.displayEvent, 16)] {
             let tag = String(format: "`0x%04X`", type.rawValue)
             let heading = try #require(lines.first { $0.hasPrefix("### ") && $0.contains(tag) })
-            #expect(heading.contains("\(fixed + DisplayInfo.version3WireSize) in version 3; \(fixed + DisplayInfo.version4WireSize) in version 4"), "\(heading)")
+            #expect(heading.contains("\(fixed + DisplayInfo.version3WireSize) in version 3; \(fixed + DisplayInfo.version4WireSize) in version 4; \(fixed + DisplayInfo.version5WireSize) in version 5"), "\(heading)")
         }
     }
 

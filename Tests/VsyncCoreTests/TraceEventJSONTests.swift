@@ -9,7 +9,7 @@ struct TraceEventJSONTests {
     static let traces = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("Traces")
 
-    @Test(arguments: ["vkms-60hz.trace", "mode-change.trace", "missed-vblanks.trace"])
+    @Test(arguments: ["vkms-60hz.trace", "mode-change.trace", "missed-vblanks.trace", "vrr-toggle.trace"])
     func loadsAsTraceEventJSONInOrder(name: String) throws {
         let trace = try VBlankTrace(parsing: String(contentsOf: Self.traces.appendingPathComponent(name), encoding: .utf8))
         let json = TraceEventJSON.encode(trace)
@@ -33,8 +33,11 @@ struct TraceEventJSONTests {
             let missed = (frame["args"] as? [String: Any])?["missedAfter"] as? Int
             #expect(missed == Int(b.0 - a.0 - 1))
         }
-        let modes = timed.filter { $0["ph"] as? String == "i" }.compactMap { $0["name"] as? String }
-        #expect(modes.count == trace.events.filter { if case .mode = $0 { true } else { false } }.count)
+        // Instants: each mode line, and each VRR_ENABLED line (variable refresh turned on or off).
+        let instants = timed.filter { $0["ph"] as? String == "i" }.compactMap { $0["name"] as? String }
+        #expect(instants.filter { $0.hasPrefix("mode ") }.count == trace.events.filter { if case .mode = $0 { true } else { false } }.count)
+        let toggles = trace.events.compactMap { if case .variableRefreshEnabled(_, _, let on) = $0 { "variable refresh \(on ? "on" : "off")" } else { nil } }
+        #expect(instants.filter { $0.hasPrefix("variable refresh") } == toggles)
     }
 
     @Test func microsecondsAreExactAndNamesEscaped() {

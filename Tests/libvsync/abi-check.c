@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
         printf("vsync_display %zu struct_size=%zu display_id=%zu crtc_id=%zu connector_id=%zu state=%zu flags=%zu "
                "refresh_mhz=%zu period_ns=%zu width=%zu height=%zu name=%zu device_path=%zu bus_path=%zu edid_make=%zu "
                "edid_model=%zu edid_serial=%zu generation=%zu residual_rms_ns=%zu residual_p99_ns=%zu "
-               "residual_samples=%zu\n",
+               "residual_samples=%zu min_interval_ns=%zu max_interval_ns=%zu\n",
                sizeof(struct vsync_display), offsetof(struct vsync_display, struct_size),
                offsetof(struct vsync_display, display_id), offsetof(struct vsync_display, crtc_id),
                offsetof(struct vsync_display, connector_id), offsetof(struct vsync_display, state),
@@ -87,7 +87,12 @@ int main(int argc, char **argv) {
                offsetof(struct vsync_display, edid_make), offsetof(struct vsync_display, edid_model),
                offsetof(struct vsync_display, edid_serial), offsetof(struct vsync_display, generation),
                offsetof(struct vsync_display, residual_rms_ns), offsetof(struct vsync_display, residual_p99_ns),
-               offsetof(struct vsync_display, residual_samples));
+               offsetof(struct vsync_display, residual_samples), offsetof(struct vsync_display, min_interval_ns),
+               offsetof(struct vsync_display, max_interval_ns));
+        printf("vsync_display_event %zu flags=%zu min_interval_ns=%zu max_interval_ns=%zu monotonic_ns=%zu realtime_ns=%zu\n",
+               sizeof(struct vsync_display_event), offsetof(struct vsync_display_event, flags),
+               offsetof(struct vsync_display_event, min_interval_ns), offsetof(struct vsync_display_event, max_interval_ns),
+               offsetof(struct vsync_display_event, monotonic_ns), offsetof(struct vsync_display_event, realtime_ns));
         return 0;
     }
     if (argc >= 3 && !strcmp(argv[1], "connect")) {

@@ -68,12 +68,16 @@ extern "C" {
 #define VSYNC_FRAME_HARDWARE 1u  /* the kernel's vblank timestamp */
 #define VSYNC_FRAME_PREDICTED 2u /* a prediction of the daemon's refresh model */
 #define VSYNC_FRAME_SYNTHETIC 4u /* vsyncd's timer source: no display behind it */
+#define VSYNC_FRAME_VARIABLE 8u  /* variable refresh (VRR) is on: no grid, so target_timestamp_ns and the
+                                  * timelines are the EARLIEST each vblank can come (the last vblank + k ×
+                                  * the shortest interval) and duration_ns is the shortest interval (protocol 5) */
 
 /* struct vsync_display_event.kind. 1-3 are the wire's kinds; WAITING is the library's own, so it
  * sits apart from them (the wire's 4 and 5, added and removed, never reach a link as events). */
 #define VSYNC_DISPLAY_MODE_CHANGED 1 /* new refresh: re-read the rate */
 #define VSYNC_DISPLAY_OFF 2          /* frames stop until it is on again */
 #define VSYNC_DISPLAY_ON 3
+#define VSYNC_DISPLAY_VARIABLE_REFRESH_CHANGED 6 /* VRR turned on or off: flags has VSYNC_DISPLAY_FLAG_VARIABLE or not (protocol 5) */
 #define VSYNC_DISPLAY_WAITING 256    /* no such display yet: frames start when it appears */
 
 /* struct vsync_display.state and .flags */
@@ -83,6 +87,8 @@ extern "C" {
 #define VSYNC_DISPLAY_FLAG_SYNTHETIC 2u      /* vsyncd's timer source: no display behind it */
 #define VSYNC_DISPLAY_FLAG_PRIMARY 4u        /* what the selector NULL / "primary" picks */
 #define VSYNC_DISPLAY_FLAG_INTERRUPT_TIMESTAMPS 8u /* the stamps' spread says interrupt time, not scanout (protocol 4) */
+#define VSYNC_DISPLAY_FLAG_VARIABLE 16u          /* variable refresh (VRR) is on: vblanks come min_interval_ns to max_interval_ns apart (protocol 5) */
+#define VSYNC_DISPLAY_FLAG_VARIABLE_CAPABLE 32u  /* the monitor can do variable refresh (the connector's vrr_capable) (protocol 5) */
 
 /* struct vsync_display_timing.flags, above the VSYNC_DISPLAY_FLAG_* bits. */
 #define VSYNC_TIMING_ON 0x10000u      /* the display is lit */
@@ -138,6 +144,13 @@ struct vsync_display_event {
     /* after 0.3.0 (protocol 4; 0 from an older vsyncd) */
     uint32_t generation;          /* the display's configuration generation after the change */
     uint32_t reserved2;
+    /* after 0.3.0 (protocol 5; 0 from an older vsyncd) */
+    uint32_t flags;               /* VSYNC_DISPLAY_FLAG_* after the change */
+    uint32_t reserved3;
+    uint64_t min_interval_ns;     /* variable refresh: the shortest interval (1 / the EDID range's max rate) */
+    uint64_t max_interval_ns;     /* and the longest (1 / its min rate; 0 unknown); both 0 when not capable */
+    uint64_t monotonic_ns;        /* CLOCK_MONOTONIC and CLOCK_REALTIME read together when vsyncd built the */
+    uint64_t realtime_ns;         /* event: maps the event's times onto the wall clock (0 for WAITING) */
 };
 
 /* One display as vsyncd lists it (vsync_client_get_displays). Strings are NUL-terminated UTF-8,
@@ -164,6 +177,10 @@ struct vsync_display {
     uint32_t residual_rms_ns;     /* the refresh model's residual RMS over its window */
     uint32_t residual_p99_ns;     /* and the 99th percentile of |residual| */
     uint32_t residual_samples;    /* vblanks those are over; 0: not measured (nobody followed it lately) */
+    /* after 0.3.0 (protocol 5; 0 from an older vsyncd) */
+    uint64_t min_interval_ns;     /* variable refresh range: the shortest interval (VK_EXT_present_timing's
+                                   * refreshDuration), 1 / the EDID range's max rate; 0 when not capable */
+    uint64_t max_interval_ns;     /* the longest, 1 / its min rate; 0 when not capable or unknown */
 };
 
 /* One display's timing from vsyncd's timing page (protocol 5; vsync_display_timing). Times are

@@ -65,15 +65,24 @@ extension DisplayInfo {
             generation: try r.u32(o + 20),
             timing: size >= version4WireSize
                 ? DisplayTiming(rmsNs: try r.u32(o + 224), p99Ns: try r.u32(o + 228), samples: try r.u32(o + 232))
-                : DisplayTiming()
+                : DisplayTiming(),
+            minIntervalNs: size >= version5WireSize ? try r.u64(o + 240) : 0,
+            maxIntervalNs: size >= version5WireSize ? try r.u64(o + 248) : 0,
+            clock: size >= version5WireSize ? try readClock(r, at: o + 256) : nil
         )
+    }
+
+    /// A pair of zeros is "not sampled".
+    private static func readClock(_ r: WireReader, at o: Int) throws(WireError) -> ClockPair? {
+        let pair = ClockPair(monotonicNs: try r.u64(o), realtimeNs: try r.u64(o + 8))
+        return pair.monotonicNs == 0 && pair.realtimeNs == 0 ? nil : pair
     }
 
     func write(_ w: inout WireWriter, version: UInt16) {
         w.u32(displayID); w.u32(crtcID); w.u32(connectorID)
         w.u8(state.rawValue); w.zeros(3)
         // A flag bit and a reserved field gain meaning only with the version that defines them.
-        w.u32(version >= 4 ? flags.rawValue : flags.subtracting(.interruptTimestamps).rawValue)
+        w.u32(flags.intersection(.defined(version: version)).rawValue)
         w.u32(version >= 4 ? generation : 0)
         w.u64(refreshMillihertz); w.u64(periodNs)
         w.u16(width); w.u16(height); w.zeros(4)
@@ -84,5 +93,8 @@ extension DisplayInfo {
         w.name(edidModel, width: 16); w.name(edidSerial, width: 16)
         guard version >= 4 else { return }
         w.u32(timing.rmsNs); w.u32(timing.p99Ns); w.u32(timing.samples); w.zeros(4)
+        guard version >= 5 else { return }
+        w.u64(minIntervalNs); w.u64(maxIntervalNs)
+        w.u64(clock?.monotonicNs ?? 0); w.u64(clock?.realtimeNs ?? 0)
     }
 }

@@ -145,18 +145,29 @@ public struct DisplayFlags: OptionSet, Sendable, Hashable {
     /// The timestamps' spread says they are the interrupt's time, not scanout's (TimingQuality).
     /// Protocol 4: older connections never see it.
     public static let interruptTimestamps = DisplayFlags(rawValue: 1 << 3)
+    /// Variable refresh (VRR) is on: vblanks come anywhere between `minIntervalNs` and
+    /// `maxIntervalNs` apart, so there is no grid. Protocol 5.
+    public static let variable = DisplayFlags(rawValue: 1 << 4)
+    /// The connector says the monitor can do variable refresh (`vrr_capable`). Protocol 5.
+    public static let variableCapable = DisplayFlags(rawValue: 1 << 5)
+    /// The bits each version defines; a connection gets only its version's.
+    public static func defined(version: UInt16) -> DisplayFlags {
+        DisplayFlags(rawValue: version >= 5 ? 0x3F : version >= 4 ? 0x0F : 0x07)
+    }
 }
 
 /// One display (a CRTC driving a connector): a fixed 96-byte record on the wire, 224 bytes
 /// from protocol 3 (the card's bus path and the EDID identity appended), 240 from protocol 4
-/// (the timing residuals appended; the generation in the reserved u32 at 20).
+/// (the timing residuals appended; the generation in the reserved u32 at 20), 272 from
+/// protocol 5 (the variable refresh intervals and a clock pair appended).
 public struct DisplayInfo: Sendable, Equatable {
     public static let wireSize = 96
     public static let version3WireSize = 224
     public static let version4WireSize = 240
+    public static let version5WireSize = 272
     /// The record size a connection at `version` gets.
     public static func wireSize(version: UInt16) -> Int {
-        version >= 4 ? version4WireSize : version >= 3 ? version3WireSize : wireSize
+        version >= 5 ? version5WireSize : version >= 4 ? version4WireSize : version >= 3 ? version3WireSize : wireSize
     }
     public var displayID: UInt32
     public var crtcID: UInt32
@@ -186,14 +197,25 @@ public struct DisplayInfo: Sendable, Equatable {
     /// The refresh model's residuals over its window (TimingQuality). Protocol 4; zero (and
     /// `timing.samples` 0: not measured) from older daemons.
     public var timing: DisplayTiming
+    /// The variable refresh range as intervals, ns: the shortest (1 / the EDID range's maximum
+    /// rate; the mode's period when the EDID has no range) and the longest (1 / its minimum
+    /// rate; 0 when unknown). Set while the monitor is `variableCapable`, 0 otherwise.
+    /// VK_EXT_present_timing's `refreshDuration` is the shortest. Protocol 5.
+    public var minIntervalNs: UInt64
+    public var maxIntervalNs: UInt64
+    /// (CLOCK_MONOTONIC, CLOCK_REALTIME) read together when the daemon built a DISPLAY_EVENT's
+    /// record; nil in DISPLAY_LIST and SUBSCRIBED records and from older daemons. Protocol 5.
+    public var clock: ClockPair?
     public init(
         displayID: UInt32, crtcID: UInt32, connectorID: UInt32, state: DisplayState, flags: DisplayFlags,
         refreshMillihertz: UInt64, periodNs: UInt64, width: UInt16, height: UInt16,
         connectorName: String, deviceName: String,
         busPath: String = "", edidMake: String = "", edidModel: String = "", edidSerial: String = "",
-        generation: UInt32 = 0, timing: DisplayTiming = DisplayTiming()
+        generation: UInt32 = 0, timing: DisplayTiming = DisplayTiming(),
+        minIntervalNs: UInt64 = 0, maxIntervalNs: UInt64 = 0, clock: ClockPair? = nil
     ) {
         self.generation = generation; self.timing = timing
+        self.minIntervalNs = minIntervalNs; self.maxIntervalNs = maxIntervalNs; self.clock = clock
         self.busPath = busPath; self.edidMake = edidMake; self.edidModel = edidModel; self.edidSerial = edidSerial
         self.displayID = displayID; self.crtcID = crtcID; self.connectorID = connectorID
         self.state = state; self.flags = flags
@@ -228,6 +250,10 @@ public struct TickFlags: OptionSet, Sendable, Hashable {
     public static let predicted = TickFlags(rawValue: 2)
     /// From the timer source.
     public static let synthetic = TickFlags(rawValue: 4)
+    /// Variable refresh is on (protocol 5): no grid, so `targetTimestampNs` and the timelines
+    /// are the earliest each vblank can come (the last vblank + k × the shortest interval) and
+    /// `displayIntervalNs` is the shortest interval.
+    public static let variable = TickFlags(rawValue: 8)
 }
 
 /// One upcoming presentation candidate: a vblank at the subscription's rate and its predicted time.
@@ -327,6 +353,12 @@ public struct Tick: Sendable, Equatable {
 
 public enum DisplayEventKind: UInt16, Sendable, CaseIterable {
     case modeChanged = 1, off = 2, on = 3, added = 4, removed = 5
+    /// Variable refresh turned on or off (the record's `variable` flag says which). Protocol 5:
+    /// older connections are not sent it (their readers would refuse the kind).
+    case variableRefreshChanged = 6
+
+    /// The first protocol version that may be sent this kind.
+    public var minimumVersion: UInt16 { self == .variableRefreshChanged ? 5 : 1 }
 }
 
 /// DISPLAY_EVENT: sent to every client subscribed to the display (added: to every client).

@@ -20,7 +20,7 @@ extension Tick {
         put(clientIntervalNs, 48)
         put(skipped, 56)
         put(divisor, 60)
-        put(flags.rawValue, 64)
+        put(version >= 5 ? flags.rawValue : flags.subtracting(.variable).rawValue, 64)  // bit 3: protocol 5
         put(version >= 4 ? generation : 0, 68)  // reserved before protocol 4
         guard size == Tick.wireSize else { return size }
         put(targetSequence, 72)

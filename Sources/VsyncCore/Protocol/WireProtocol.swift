@@ -10,7 +10,9 @@ public enum WireProtocol {
     /// selectors naming a card or a monitor, following `primary` and waiting through a display's
     /// removal; 4 configuration generations in ticks and display records, and the timing
     /// residuals and interrupt-timestamp flag in display records; 5 the shared timing page
-    /// (TIMING_PAGE) (docs/PROTOCOL.md § 8 lists what each version added).
+    /// (TIMING_PAGE), variable refresh (VRR) in ticks, records and a display event kind, and a
+    /// (CLOCK_MONOTONIC, CLOCK_REALTIME) pair in records (docs/PROTOCOL.md § 8 lists what each
+    /// version added).
     public static let currentVersion: UInt16 = 5
     public static let minimumVersion: UInt16 = 1
     public static let maxMessageSize = 4096

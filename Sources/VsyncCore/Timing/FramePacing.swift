@@ -94,6 +94,9 @@ public struct FramePacer: Sendable, Equatable {
 
     public init() {}
 
+    /// The last frame handed out or passed over, nil before the first.
+    public var lastHandedOut: UInt64? { lastFiredSequence }
+
     /// Whether a tick for `targetSequence`, sent on a vblank without a work duration, would
     /// hand out a frame not handed out yet (a wake-up with a longer work duration may already
     /// have handed it out).
@@ -114,10 +117,12 @@ public struct FramePacer: Sendable, Equatable {
     }
 
     /// Aims at the next frame, or re-predicts the one aimed at (the model moved), and returns
-    /// its wake time. `latestSequence` is the newest vblank seen.
+    /// its wake time. `latestSequence` is the newest vblank seen. `variable` (VRR, no grid): the
+    /// next frame is always the first at the rate after the last one, however late: its vblank
+    /// waits for the app's frame, so a wake gone by passes nothing over (it fires at once).
     public mutating func update(
         divisor: UInt32, workDurationNs: UInt64, latestSequence: UInt64, nowNs: UInt64,
-        periodNs: Double, predict: (UInt64) -> UInt64
+        periodNs: Double, variable: Bool = false, predict: (UInt64) -> UInt64
     ) -> UInt64 {
         if divisor != self.divisor || workDurationNs != self.workDurationNs {
             self.divisor = divisor
@@ -133,9 +138,11 @@ public struct FramePacer: Sendable, Equatable {
         // After a wake-up, on from the frame fired for, so that every frame since is counted,
         // also those the newest vblank has passed; else on from the newest vblank.
         let after = countsPassed ? lastFiredSequence ?? 0 : max(lastFiredSequence ?? 0, latestSequence)
+        // Variable: `now` as early as the first candidate's wake, so nothing is walked past.
+        let first = (after / UInt64(max(divisor, 1)) &+ 1) &* UInt64(max(divisor, 1))
         let next = FramePacing.nextTarget(
             after: after, divisor: divisor, workDurationNs: workDurationNs,
-            nowNs: nowNs, periodNs: periodNs, predict: predict)
+            nowNs: variable ? min(nowNs, predict(first) &- workDurationNs) : nowNs, periodNs: periodNs, predict: predict)
         if countsPassed { passedOver &+= next.skipped }
         countsPassed = false
         target = next.target
@@ -148,15 +155,19 @@ public struct FramePacer: Sendable, Equatable {
     /// nothing: that frame is passed over too. Either way the frame is done with, and the next
     /// `update` aims at the one after it. Call `update` first.
     public mutating func fire(
-        nowNs: UInt64, newestSequence: UInt64, periodNs: Double
+        nowNs: UInt64, newestSequence: UInt64, periodNs: Double, variable: Bool = false
     ) -> (frame: FramePacing.Target, skipped: UInt64)? {
         guard let t = target, t.wakeNs <= nowNs else { return nil }
         // With a work duration the frame is useless once its vblank is shown (by the clock, or
         // by a real vblank already at or past it: the model lagging a mode change); without one
         // (a predicted vblank while the display is off) the tick is the vblank itself, news
         // until the next one at the rate.
+        // Variable refresh: the display waits for the frame (up to its longest interval), so
+        // the frame is due until its vblank has come, whatever the clock says.
         let due: Bool
-        if workDurationNs > 0 {
+        if variable {
+            due = t.sequence > newestSequence
+        } else if workDurationNs > 0 {
             due = t.presentationNs > nowNs && t.sequence > newestSequence
         } else {
             due = t.presentationNs &+ UInt64(periodNs * Double(max(divisor, 1))) > nowNs

@@ -1,16 +1,4 @@
-/// A CLOCK_MONOTONIC reading and the CLOCK_REALTIME reading taken with it.
-public struct ClockPair: Sendable, Hashable {
-    public var monotonicNs: UInt64
-    public var realtimeNs: UInt64
-
-    public init(monotonicNs: UInt64, realtimeNs: UInt64) {
-        self.monotonicNs = monotonicNs
-        self.realtimeNs = realtimeNs
-    }
-
-    /// CLOCK_REALTIME − CLOCK_MONOTONIC, ns.
-    public var offsetNs: Int64 { Int64(bitPattern: realtimeNs &- monotonicNs) }
-}
+// ClockPair is in ClockPair.swift (the protocol carries it too, so libvsync compiles it).
 
 /// A fitted vblank grid on CLOCK_REALTIME's time line (issue 23 item 5): what displays on
 /// several machines whose wall clocks agree (PTP) need to align their content.

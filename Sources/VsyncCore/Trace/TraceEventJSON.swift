@@ -24,6 +24,10 @@ public enum TraceEventJSON {
             case let .off(t, id):
                 instants.append((id, t, "off"))
                 last[id] = nil
+            case let .variableRefreshEnabled(t, id, on):
+                instants.append((id, t, "variable refresh \(on ? "on" : "off")"))
+            case .variableRefreshCapable, .refreshRange:
+                continue  // what the monitor can do, not something that happened
             }
         }
         // In time order, as a reader of the file expects.

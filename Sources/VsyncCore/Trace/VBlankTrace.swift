@@ -2,19 +2,25 @@
 /// `vsync-probe record`, replayed by `vsyncd --source replay:FILE`. The line format
 /// (README, "Record and replay"):
 ///
-///     vsync-trace 1
+///     vsync-trace 2
 ///     # free text: who recorded it, on what; synthetic traces say how they were made
 ///     display ID DEVICE CRTC CONNECTOR
 ///     mode TIME ID WIDTHxHEIGHT NUM/DEN
+///     vrr-capable TIME ID 0|1
+///     vrr-range TIME ID MIN_HZ MAX_HZ
+///     vrr-enabled TIME ID 0|1
 ///     vblank ID SEQUENCE TIMESTAMP
 ///     off TIME ID
 ///
 /// TIME and TIMESTAMP are CLOCK_MONOTONIC ns; NUM/DEN is the exact refresh in Hz (pixel clock
 /// over pixels per frame, reduced); `mode` also means the CRTC is lit. Lines come in the order
-/// they happened. A reader skips kinds it does not know (newer lines within version 1); a
-/// change that old readers would misread takes version 2.
+/// they happened. A reader skips kinds it does not know (newer lines within a version); a
+/// change that old readers would misread takes a new version. Version 2 added the `vrr-` lines
+/// (the connector's vrr_capable, the EDID's range, 0 0 for none, and the CRTC's VRR_ENABLED):
+/// a version 1 reader skipping them would replay VRR's varying intervals as mode changes.
+/// Version 1 traces read as before (no VRR).
 public struct VBlankTrace: Sendable, Equatable {
-    public static let version = 1
+    public static let version = 2
     public static let magic = "vsync-trace"
 
     public struct Display: Sendable, Equatable {
@@ -31,12 +37,17 @@ public struct VBlankTrace: Sendable, Equatable {
         case mode(timeNs: UInt64, display: UInt32, width: UInt16, height: UInt16, refresh: RefreshRate)
         case off(timeNs: UInt64, display: UInt32)
         case vblank(display: UInt32, sequence: UInt64, timestampNs: UInt64)
+        /// Version 2: the connector's `vrr_capable`, the EDID's range (nil: none), the CRTC's `VRR_ENABLED`.
+        case variableRefreshCapable(timeNs: UInt64, display: UInt32, Bool)
+        case refreshRange(timeNs: UInt64, display: UInt32, EDIDRefreshRange?)
+        case variableRefreshEnabled(timeNs: UInt64, display: UInt32, Bool)
 
         /// When it happened: the kernel's timestamp for a vblank.
         public var timeNs: UInt64 {
             switch self {
             case .mode(let t, _, _, _, _), .off(let t, _): t
             case .vblank(_, _, let t): t
+            case .variableRefreshCapable(let t, _, _), .refreshRange(let t, _, _), .variableRefreshEnabled(let t, _, _): t
             }
         }
     }
@@ -63,6 +74,9 @@ public struct VBlankTrace: Sendable, Equatable {
         case let .mode(t, id, w, h, r): "mode \(t) \(id) \(w)x\(h) \(r.numerator)/\(r.denominator)"
         case let .off(t, id): "off \(t) \(id)"
         case let .vblank(id, s, t): "vblank \(id) \(s) \(t)"
+        case let .variableRefreshCapable(t, id, on): "vrr-capable \(t) \(id) \(on ? 1 : 0)"
+        case let .refreshRange(t, id, r): "vrr-range \(t) \(id) \(r?.minimumHz ?? 0) \(r?.maximumHz ?? 0)"
+        case let .variableRefreshEnabled(t, id, on): "vrr-enabled \(t) \(id) \(on ? 1 : 0)"
         }
     }
 
@@ -141,6 +155,18 @@ public struct VBlankTrace: Sendable, Equatable {
             case "vblank":
                 guard w.count == 4 else { throw ParseError(line: number, reason: "'vblank' wants ID SEQUENCE TIMESTAMP") }
                 events.append(.vblank(display: try display(1), sequence: try int(2, "a sequence"), timestampNs: try int(3, "a timestamp in ns")))
+            case "vrr-capable", "vrr-enabled":
+                guard w.count == 4, w[3] == "0" || w[3] == "1" else { throw ParseError(line: number, reason: "'\(w[0])' wants TIME ID 0|1") }
+                let (t, id, on): (UInt64, UInt32, Bool) = (try int(1, "a time in ns"), try display(2), w[3] == "1")
+                events.append(w[0] == "vrr-capable" ? .variableRefreshCapable(timeNs: t, display: id, on) : .variableRefreshEnabled(timeNs: t, display: id, on))
+            case "vrr-range":
+                guard w.count == 5 else { throw ParseError(line: number, reason: "'vrr-range' wants TIME ID MIN_HZ MAX_HZ") }
+                let minimum: UInt16 = try int(3, "a minimum rate in Hz"), maximum: UInt16 = try int(4, "a maximum rate in Hz")
+                guard minimum <= maximum, (minimum == 0) == (maximum == 0) else {
+                    throw ParseError(line: number, reason: "'vrr-range' wants 0 < MIN_HZ ≤ MAX_HZ, or 0 0 for none")
+                }
+                events.append(.refreshRange(timeNs: try int(1, "a time in ns"), display: try display(2),
+                                            minimum == 0 ? nil : EDIDRefreshRange(minimumHz: minimum, maximumHz: maximum)))
             default:
                 continue  // a kind from a newer writer: skipped, as the format promises
             }

@@ -101,6 +101,9 @@ def test_displays_and_version(daemon):
         (display,) = client.displays()
     assert (display.name, display.on, display.refresh_mhz, display.primary) == ("timer", True, 60000, True)
     assert display.device_path == "" and display.edid_model == ""
+    # The timer source has no variable refresh (protocol 5): neither on nor capable, no range.
+    assert not display.variable and not display.variable_capable
+    assert (display.min_interval_ns, display.max_interval_ns) == (0, 0)
     assert vsync.library_version() == (0, 3, 0)
 
 
@@ -131,6 +134,8 @@ def test_ctypes_layouts_match_the_header(tmp_path):
         "VSYNC_ENODAEMON", "VSYNC_EACCES", "VSYNC_ECONNECT", "VSYNC_ECONNLOST", "VSYNC_EREFUSED", "VSYNC_ENODISPLAY",
         "VSYNC_EDISPLAYGONE", "VSYNC_EREQUEST", "VSYNC_EPROTO", "VSYNC_EINVAL", "VSYNC_ENOMEM", "VSYNC_ETIMEDOUT",
         "VSYNC_ENOTCONN", "VSYNC_EBUSY", "VSYNC_FRAME_HARDWARE", "VSYNC_FRAME_PREDICTED", "VSYNC_FRAME_SYNTHETIC",
+        "VSYNC_FRAME_VARIABLE", "VSYNC_DISPLAY_VARIABLE_REFRESH_CHANGED", "VSYNC_DISPLAY_FLAG_VARIABLE",
+        "VSYNC_DISPLAY_FLAG_VARIABLE_CAPABLE",
         "VSYNC_DISPLAY_MODE_CHANGED", "VSYNC_DISPLAY_OFF", "VSYNC_DISPLAY_ON", "VSYNC_DISPLAY_WAITING",
         "VSYNC_DISPLAY_STATE_OFF", "VSYNC_DISPLAY_STATE_ON", "VSYNC_DISPLAY_FLAG_HARDWARE_CLOCK",
         "VSYNC_DISPLAY_FLAG_SYNTHETIC", "VSYNC_DISPLAY_FLAG_PRIMARY", "VSYNC_DISPLAY_FLAG_INTERRUPT_TIMESTAMPS",

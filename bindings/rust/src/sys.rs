@@ -32,10 +32,12 @@ pub const VSYNC_EAGAIN: c_int = 11;
 pub const VSYNC_FRAME_HARDWARE: u32 = 1;
 pub const VSYNC_FRAME_PREDICTED: u32 = 2;
 pub const VSYNC_FRAME_SYNTHETIC: u32 = 4;
+pub const VSYNC_FRAME_VARIABLE: u32 = 8;
 
 pub const VSYNC_DISPLAY_MODE_CHANGED: u32 = 1;
 pub const VSYNC_DISPLAY_OFF: u32 = 2;
 pub const VSYNC_DISPLAY_ON: u32 = 3;
+pub const VSYNC_DISPLAY_VARIABLE_REFRESH_CHANGED: u32 = 6;
 pub const VSYNC_DISPLAY_WAITING: u32 = 256;
 
 pub const VSYNC_DISPLAY_STATE_OFF: u32 = 0;
@@ -44,6 +46,8 @@ pub const VSYNC_DISPLAY_FLAG_HARDWARE_CLOCK: u32 = 1;
 pub const VSYNC_DISPLAY_FLAG_SYNTHETIC: u32 = 2;
 pub const VSYNC_DISPLAY_FLAG_PRIMARY: u32 = 4;
 pub const VSYNC_DISPLAY_FLAG_INTERRUPT_TIMESTAMPS: u32 = 8;
+pub const VSYNC_DISPLAY_FLAG_VARIABLE: u32 = 16;
+pub const VSYNC_DISPLAY_FLAG_VARIABLE_CAPABLE: u32 = 32;
 
 pub const VSYNC_TIMING_ON: u32 = 0x10000;
 pub const VSYNC_TIMING_CURRENT: u32 = 0x20000;
@@ -101,6 +105,12 @@ pub struct vsync_display_event {
     pub period_ns: u64,
     pub generation: u32,
     pub reserved2: u32,
+    pub flags: u32,
+    pub reserved3: u32,
+    pub min_interval_ns: u64,
+    pub max_interval_ns: u64,
+    pub monotonic_ns: u64,
+    pub realtime_ns: u64,
 }
 
 #[repr(C)]
@@ -126,6 +136,8 @@ pub struct vsync_display {
     pub residual_rms_ns: u32,
     pub residual_p99_ns: u32,
     pub residual_samples: u32,
+    pub min_interval_ns: u64,
+    pub max_interval_ns: u64,
 }
 
 #[repr(C)]

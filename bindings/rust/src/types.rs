@@ -79,6 +79,12 @@ impl Frame {
     pub fn is_predicted(&self) -> bool {
         self.flags & sys::VSYNC_FRAME_PREDICTED != 0
     }
+
+    /// Variable refresh (VRR) is on (protocol 5): `target_timestamp_ns` and the timelines are
+    /// the earliest each vblank can come, and `duration_ns` is the shortest interval.
+    pub fn is_variable(&self) -> bool {
+        self.flags & sys::VSYNC_FRAME_VARIABLE != 0
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +96,8 @@ pub enum DisplayEventKind {
     On,
     /// No such display yet: frames start when it appears.
     Waiting,
+    /// Variable refresh turned on or off (`DisplayEvent::is_variable` says which).
+    VariableRefreshChanged,
     /// A kind a newer library reports.
     Other(u32),
 }
@@ -104,6 +112,14 @@ pub struct DisplayEvent {
     pub period_ns: u64,
     /// The display's configuration generation after the change.
     pub generation: u32,
+    /// `sys::VSYNC_DISPLAY_FLAG_*` after the change (protocol 5; 0 from older ones).
+    pub flags: u32,
+    /// The variable refresh range as intervals, ns (0 when the monitor cannot vary its refresh).
+    pub min_interval_ns: u64,
+    pub max_interval_ns: u64,
+    /// CLOCK_MONOTONIC and CLOCK_REALTIME read together when vsyncd built the event (0: none).
+    pub monotonic_ns: u64,
+    pub realtime_ns: u64,
 }
 
 impl DisplayEvent {
@@ -113,15 +129,28 @@ impl DisplayEvent {
             sys::VSYNC_DISPLAY_OFF => DisplayEventKind::Off,
             sys::VSYNC_DISPLAY_ON => DisplayEventKind::On,
             sys::VSYNC_DISPLAY_WAITING => DisplayEventKind::Waiting,
+            sys::VSYNC_DISPLAY_VARIABLE_REFRESH_CHANGED => DisplayEventKind::VariableRefreshChanged,
             other => DisplayEventKind::Other(other),
         };
+        // Fields a library older than protocol 5 did not fill read as 0.
+        let new = e.struct_size as usize >= std::mem::size_of::<sys::vsync_display_event>();
         DisplayEvent {
             kind,
             display_id: e.display_id,
             refresh_mhz: e.refresh_mhz,
             period_ns: e.period_ns,
             generation: e.generation,
+            flags: if new { e.flags } else { 0 },
+            min_interval_ns: if new { e.min_interval_ns } else { 0 },
+            max_interval_ns: if new { e.max_interval_ns } else { 0 },
+            monotonic_ns: if new { e.monotonic_ns } else { 0 },
+            realtime_ns: if new { e.realtime_ns } else { 0 },
         }
+    }
+
+    /// Variable refresh is on after the change.
+    pub fn is_variable(&self) -> bool {
+        self.flags & sys::VSYNC_DISPLAY_FLAG_VARIABLE != 0
     }
 }
 
@@ -162,6 +191,10 @@ pub struct Display {
     pub residual_rms_ns: u32,
     pub residual_p99_ns: u32,
     pub residual_samples: u32,
+    /// The variable refresh range as intervals, ns: the shortest (1 / the EDID range's maximum
+    /// rate) and the longest (1 / its minimum; 0 unknown); both 0 when the monitor cannot.
+    pub min_interval_ns: u64,
+    pub max_interval_ns: u64,
 }
 
 fn text(chars: &[c_char]) -> String {
@@ -191,7 +224,19 @@ impl Display {
             residual_rms_ns: d.residual_rms_ns,
             residual_p99_ns: d.residual_p99_ns,
             residual_samples: d.residual_samples,
+            min_interval_ns: d.min_interval_ns,
+            max_interval_ns: d.max_interval_ns,
         }
+    }
+
+    /// Variable refresh (VRR) is on now.
+    pub fn is_variable(&self) -> bool {
+        self.flags & sys::VSYNC_DISPLAY_FLAG_VARIABLE != 0
+    }
+
+    /// The monitor can vary its refresh (the connector's `vrr_capable`).
+    pub fn is_variable_capable(&self) -> bool {
+        self.flags & sys::VSYNC_DISPLAY_FLAG_VARIABLE_CAPABLE != 0
     }
 
     /// The timestamps' spread says they are the interrupt's time, not scanout's.

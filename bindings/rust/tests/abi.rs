@@ -23,13 +23,19 @@ const STRUCTS: &[(&str, &[&str])] = &[
             "reserved2", "timelines", "generation", "reserved3",
         ],
     ),
-    ("vsync_display_event", &["struct_size", "kind", "display_id", "reserved", "refresh_mhz", "period_ns", "generation", "reserved2"]),
+    (
+        "vsync_display_event",
+        &[
+            "struct_size", "kind", "display_id", "reserved", "refresh_mhz", "period_ns", "generation", "reserved2",
+            "flags", "reserved3", "min_interval_ns", "max_interval_ns", "monotonic_ns", "realtime_ns",
+        ],
+    ),
     (
         "vsync_display",
         &[
             "struct_size", "display_id", "crtc_id", "connector_id", "state", "flags", "refresh_mhz", "period_ns",
             "width", "height", "name", "device_path", "bus_path", "edid_make", "edid_model", "edid_serial",
-            "generation", "residual_rms_ns", "residual_p99_ns", "residual_samples",
+            "generation", "residual_rms_ns", "residual_p99_ns", "residual_samples", "min_interval_ns", "max_interval_ns",
         ],
     ),
     (
@@ -70,9 +76,11 @@ fn constants() -> Vec<(&'static str, i64)> {
         ("VSYNC_FRAME_HARDWARE", VSYNC_FRAME_HARDWARE as i64),
         ("VSYNC_FRAME_PREDICTED", VSYNC_FRAME_PREDICTED as i64),
         ("VSYNC_FRAME_SYNTHETIC", VSYNC_FRAME_SYNTHETIC as i64),
+        ("VSYNC_FRAME_VARIABLE", VSYNC_FRAME_VARIABLE as i64),
         ("VSYNC_DISPLAY_MODE_CHANGED", VSYNC_DISPLAY_MODE_CHANGED as i64),
         ("VSYNC_DISPLAY_OFF", VSYNC_DISPLAY_OFF as i64),
         ("VSYNC_DISPLAY_ON", VSYNC_DISPLAY_ON as i64),
+        ("VSYNC_DISPLAY_VARIABLE_REFRESH_CHANGED", VSYNC_DISPLAY_VARIABLE_REFRESH_CHANGED as i64),
         ("VSYNC_DISPLAY_WAITING", VSYNC_DISPLAY_WAITING as i64),
         ("VSYNC_DISPLAY_STATE_OFF", VSYNC_DISPLAY_STATE_OFF as i64),
         ("VSYNC_DISPLAY_STATE_ON", VSYNC_DISPLAY_STATE_ON as i64),
@@ -80,6 +88,8 @@ fn constants() -> Vec<(&'static str, i64)> {
         ("VSYNC_DISPLAY_FLAG_SYNTHETIC", VSYNC_DISPLAY_FLAG_SYNTHETIC as i64),
         ("VSYNC_DISPLAY_FLAG_PRIMARY", VSYNC_DISPLAY_FLAG_PRIMARY as i64),
         ("VSYNC_DISPLAY_FLAG_INTERRUPT_TIMESTAMPS", VSYNC_DISPLAY_FLAG_INTERRUPT_TIMESTAMPS as i64),
+        ("VSYNC_DISPLAY_FLAG_VARIABLE", VSYNC_DISPLAY_FLAG_VARIABLE as i64),
+        ("VSYNC_DISPLAY_FLAG_VARIABLE_CAPABLE", VSYNC_DISPLAY_FLAG_VARIABLE_CAPABLE as i64),
         ("VSYNC_MAX_DISPLAYS", VSYNC_MAX_DISPLAYS as i64),
     ]
 }
@@ -98,10 +108,10 @@ fn rust_layout() -> HashMap<String, i64> {
             skipped, flags, interval_ns, received_ns, divisor, reserved, target_sequence, timeline_count, reserved2,
             timelines, generation, reserved3);
     record!(m, vsync_display_event, struct_size, kind, display_id, reserved, refresh_mhz, period_ns, generation,
-            reserved2);
+            reserved2, flags, reserved3, min_interval_ns, max_interval_ns, monotonic_ns, realtime_ns);
     record!(m, vsync_display, struct_size, display_id, crtc_id, connector_id, state, flags, refresh_mhz, period_ns,
             width, height, name, device_path, bus_path, edid_make, edid_model, edid_serial, generation,
-            residual_rms_ns, residual_p99_ns, residual_samples);
+            residual_rms_ns, residual_p99_ns, residual_samples, min_interval_ns, max_interval_ns);
     record!(m, vsync_display_timing, struct_size, display_id, generation, flags, last_sequence, last_timestamp_ns,
             anchor_sequence, anchor_ns, period_ns, period_frac, reserved, period, refresh_mhz, min_interval_ns,
             max_interval_ns, updated_ns, next_sequence, next_ns);

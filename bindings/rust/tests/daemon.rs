@@ -115,6 +115,8 @@ fn displays_are_listed() {
     let d = &displays[0];
     assert_eq!((d.name.as_str(), d.state, d.refresh_mhz), ("timer", vsync::DisplayState::On, 60_000));
     assert!(d.is_primary() && d.device_path.is_empty(), "{d:?}");
+    // The timer source has no variable refresh (protocol 5).
+    assert!(!d.is_variable() && !d.is_variable_capable() && d.min_interval_ns == 0 && d.max_interval_ns == 0, "{d:?}");
 }
 
 #[test]

@@ -118,7 +118,8 @@ class Client(_Handle):
         return [Display(d.display_id, _text(d.name), d.state == _lib.DISPLAY_STATE_ON, d.refresh_mhz, d.period_ns,
                         d.width, d.height, d.crtc_id, d.connector_id, d.flags, _text(d.device_path),
                         _text(d.bus_path), _text(d.edid_make), _text(d.edid_model), _text(d.edid_serial),
-                        d.generation, d.residual_rms_ns, d.residual_p99_ns, d.residual_samples)
+                        d.generation, d.residual_rms_ns, d.residual_p99_ns, d.residual_samples,
+                        d.min_interval_ns, d.max_interval_ns)
                 for d in array[:min(rc, _lib.MAX_DISPLAYS)]]
 
     def display_timing(self, display_id, after_ns=0):
@@ -278,11 +279,14 @@ class Link(_Handle):
         self._call(lib().vsync_link_set_page_only(self._raw, bool(on)))
 
     def on_display(self, fn):
-        """fn(DisplayEvent) on mode changes, off, on, waiting."""
+        """fn(DisplayEvent) on mode changes, off, on, variable refresh on/off, waiting."""
         def trampoline(_link, event, _user):
             e = event.contents
+            # Protocol 5's fields only when the library filled them (struct_size).
+            new = e.struct_size >= ctypes.sizeof(_lib.RawDisplayEvent)
+            extra = (e.flags, e.min_interval_ns, e.max_interval_ns, e.monotonic_ns, e.realtime_ns) if new else ()
             self._guard(fn, DisplayEvent(_KINDS.get(e.kind, f"kind {e.kind}"), e.display_id, e.refresh_mhz,
-                                         e.period_ns, e.generation))
+                                         e.period_ns, e.generation, *extra))
         self._display_cb = _lib.DISPLAY_FN(trampoline)
         self._call(lib().vsync_link_set_display_callback(self._raw, self._display_cb))
 

@@ -14,11 +14,13 @@ ENODISPLAY, EDISPLAYGONE, EREQUEST, EPROTO, EINVAL = 19, 6, 121, 71, 22
 ENOMEM, ETIMEDOUT, ENOTCONN, EBUSY = 12, 110, 107, 16
 ENOPAGE, ENOTONPAGE, EAGAIN = 61, 2, 11  # the timing page (protocol 5): ENODATA, ENOENT, EAGAIN
 
-FRAME_HARDWARE, FRAME_PREDICTED, FRAME_SYNTHETIC = 1, 2, 4
+FRAME_HARDWARE, FRAME_PREDICTED, FRAME_SYNTHETIC, FRAME_VARIABLE = 1, 2, 4, 8
 DISPLAY_MODE_CHANGED, DISPLAY_OFF, DISPLAY_ON, DISPLAY_WAITING = 1, 2, 3, 256
+DISPLAY_VARIABLE_REFRESH_CHANGED = 6
 DISPLAY_STATE_OFF, DISPLAY_STATE_ON = 0, 1
 DISPLAY_FLAG_HARDWARE_CLOCK, DISPLAY_FLAG_SYNTHETIC, DISPLAY_FLAG_PRIMARY = 1, 2, 4
 DISPLAY_FLAG_INTERRUPT_TIMESTAMPS = 8
+DISPLAY_FLAG_VARIABLE, DISPLAY_FLAG_VARIABLE_CAPABLE = 16, 32
 MAX_DISPLAYS = 42
 TIMING_ON, TIMING_CURRENT = 0x10000, 0x20000
 
@@ -40,7 +42,9 @@ class RawFrame(ctypes.Structure):
 
 class RawDisplayEvent(ctypes.Structure):
     _fields_ = [("struct_size", c_uint32), ("kind", c_uint32), ("display_id", c_uint32), ("reserved", c_uint32),
-                ("refresh_mhz", c_uint64), ("period_ns", c_uint64), ("generation", c_uint32), ("reserved2", c_uint32)]
+                ("refresh_mhz", c_uint64), ("period_ns", c_uint64), ("generation", c_uint32), ("reserved2", c_uint32),
+                ("flags", c_uint32), ("reserved3", c_uint32), ("min_interval_ns", c_uint64), ("max_interval_ns", c_uint64),
+                ("monotonic_ns", c_uint64), ("realtime_ns", c_uint64)]
 
 
 class RawDisplay(ctypes.Structure):
@@ -51,6 +55,7 @@ class RawDisplay(ctypes.Structure):
         ("bus_path", c_char * 128), ("edid_make", c_char * 16), ("edid_model", c_char * 32),
         ("edid_serial", c_char * 32), ("generation", c_uint32), ("residual_rms_ns", c_uint32),
         ("residual_p99_ns", c_uint32), ("residual_samples", c_uint32),
+        ("min_interval_ns", c_uint64), ("max_interval_ns", c_uint64),
     ]
 
 

@@ -29,6 +29,11 @@ class Frame:
     def predicted(self):
         return bool(self.flags & _lib.FRAME_PREDICTED)
 
+    @property
+    def variable(self):
+        """Variable refresh is on: target and timelines are the earliest the vblanks can come."""
+        return bool(self.flags & _lib.FRAME_VARIABLE)
+
     @classmethod
     def _from(cls, f):
         count = min(f.timeline_count, 4)
@@ -39,15 +44,24 @@ class Frame:
 
 @dataclasses.dataclass(frozen=True)
 class DisplayEvent:
-    kind: str                 # "mode_changed", "off", "on", "waiting", or "kind N"
+    kind: str                 # "mode_changed", "off", "on", "variable_refresh_changed", "waiting", or "kind N"
     display_id: int
     refresh_mhz: int
     period_ns: int
     generation: int = 0       # the display's configuration generation after the change
+    flags: int = 0            # DISPLAY_FLAG_* after the change (protocol 5)
+    min_interval_ns: int = 0  # variable refresh range as intervals; 0 when not capable
+    max_interval_ns: int = 0
+    monotonic_ns: int = 0     # CLOCK_MONOTONIC and CLOCK_REALTIME read together as vsyncd built it
+    realtime_ns: int = 0
+
+    @property
+    def variable(self):
+        return bool(self.flags & _lib.DISPLAY_FLAG_VARIABLE)
 
 
 _KINDS = {_lib.DISPLAY_MODE_CHANGED: "mode_changed", _lib.DISPLAY_OFF: "off", _lib.DISPLAY_ON: "on",
-          _lib.DISPLAY_WAITING: "waiting"}
+          _lib.DISPLAY_VARIABLE_REFRESH_CHANGED: "variable_refresh_changed", _lib.DISPLAY_WAITING: "waiting"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +86,8 @@ class Display:
     residual_rms_ns: int = 0  # the refresh model's residuals over residual_samples vblanks
     residual_p99_ns: int = 0
     residual_samples: int = 0  # 0: not measured
+    min_interval_ns: int = 0  # variable refresh range: shortest interval (1 / max rate); 0 when not capable
+    max_interval_ns: int = 0  # longest (1 / min rate); 0 when not capable or unknown
 
     @property
     def primary(self):
@@ -81,6 +97,15 @@ class Display:
     def interrupt_timestamps(self):
         """The timestamps' spread says they are the interrupt's time, not scanout's."""
         return bool(self.flags & _lib.DISPLAY_FLAG_INTERRUPT_TIMESTAMPS)
+
+    @property
+    def variable(self):
+        """Variable refresh (VRR) is on now."""
+        return bool(self.flags & _lib.DISPLAY_FLAG_VARIABLE)
+
+    @property
+    def variable_capable(self):
+        return bool(self.flags & _lib.DISPLAY_FLAG_VARIABLE_CAPABLE)
 
     @property
     def refresh_hz(self):

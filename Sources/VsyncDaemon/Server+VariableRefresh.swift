@@ -1,0 +1,108 @@
+import Glibc
+import Logging
+import VsyncCore
+
+// Variable refresh (VRR): ticks without a grid, polling VRR_ENABLED (the kernel raises no
+// event when a compositor sets it), and a VRR toggle as one configuration change.
+extension Server {
+    /// A vblank while VRR is on. As `vblank`, but the refresh model is not fed (varying
+    /// intervals are neither mode changes nor period restarts, so no re-read and no generation
+    /// storm) and targets and timelines are the earliest the vblanks can come: the last vblank
+    /// plus k shortest intervals, flagged `variable`.
+    func variableVBlank(_ d: Display, sequence: UInt64, timestampNs: UInt64) {
+        let previous = d.variableVBlanks.last
+        guard d.variableVBlanks.add(sequence: sequence, timestampNs: timestampNs) else { return }
+        d.lastSample = (sequence, timestampNs)
+        d.lastSampleIsCurrent = true
+        publishVBlank(d)
+        let timing = d.variableTiming
+        // No frame is shorter than the mode's: one well under it (10 %, beyond any stamp's
+        // jitter) is a faster mode nobody announced, re-read once the ticks are out. Longer
+        // intervals are what VRR does, so they prompt nothing.
+        if let previous, sequence == previous.sequence &+ 1,
+           timestampNs &- previous.timestampNs < timing.shortestNs / 10 * 9 {
+            d.recheckPending = true
+        }
+        let interval = timing.shortestNs
+        var flags: TickFlags = source.isSynthetic ? .synthetic : .hardwareTimestamp
+        flags.insert(.variable)
+        var predictedDivisor: UInt32 = 0
+        var timelines = FrameTimelines()
+        var paced = false
+        for sub in d.subscriptions where !sub.paused {
+            if sub.workDurationNs > 0 { paced = true; continue }
+            guard RateMapping.isTickDue(sequence: sequence, divisor: sub.divisor) else { continue }
+            let divisor = UInt64(sub.divisor)
+            if let last = sub.lastDueSequence, sequence > last {
+                sub.skipped &+= UInt32(clamping: sequence / divisor - last / divisor - 1)
+            }
+            sub.lastDueSequence = sequence
+            guard sub.pacer.isNew(sequence &+ divisor) else { continue }
+            sub.pacer.handedOut(sequence &+ divisor)
+            if sub.divisor != predictedDivisor {
+                predictedDivisor = sub.divisor
+                timelines = FramePacing.timelines(from: sequence &+ divisor, divisor: sub.divisor) {
+                    timing.earliest(sequence: $0, after: (sequence, timestampNs))
+                }
+            }
+            offer(Tick(
+                subscriptionID: sub.id, displayID: d.id, sequence: sequence, timestampNs: timestampNs,
+                targetTimestampNs: timelines[0].presentationNs,
+                displayIntervalNs: interval, clientIntervalNs: interval &* divisor,
+                skipped: 0, divisor: sub.divisor, flags: flags,
+                targetSequence: timelines[0].sequence, timelines: timelines, generation: d.generation), to: sub)
+        }
+        if paced || d.nextWakeNs != nil { updatePacing(d) }
+    }
+
+    /// Reads VRR_ENABLED of the displays whose monitor can do VRR and whose vblanks are on
+    /// (someone follows them: never otherwise), at most once a frame each, piggybacked on the
+    /// vblank read. A change re-reads the CRTC, and `apply` takes it in.
+    func pollVariableRefresh() {
+        var now: UInt64 = 0
+        for d in displays where d.state == .on && d.lastSampleIsCurrent && d.source.variableRefresh?.capable == true {
+            if now == 0 { now = monotonicNow() }
+            guard now &- d.variableRefreshPolledNs >= UInt64(d.model.periodNs), source.isActive(d.key) else { continue }
+            d.variableRefreshPolledNs = now
+            guard let enabled = source.variableRefreshEnabled(d.key), enabled != d.source.variableRefresh?.enabled else { continue }
+            recheck(d, now: now)
+        }
+    }
+
+    /// Called by `apply` once a fresh read is in: VRR went on or off on a display that stayed
+    /// on. One configuration change: one generation (none more if this read's mode change
+    /// already counted it), a fresh model (it was not fed while VRR was on), paced frames aimed
+    /// afresh, and DISPLAY_EVENT `variableRefreshChanged` to protocol 5 followers.
+    func variableRefreshApplied(_ d: Display, wasOn: Bool, wasVariable: Bool, generation: UInt32) {
+        guard wasOn, d.state == .on, d.isVariable != wasVariable else { return }
+        statusDirty = true
+        let t = d.variableTiming
+        logger.info("display \(d.id) (\(d.source.connectorName)): variable refresh \(d.isVariable ? "on, \(t.shortestNs)-\(t.longestNs) ns" : "off")")
+        if d.isVariable {
+            // Duplicates are judged against the newest vblank seen, across the switch too.
+            d.variableVBlanks = VariableRefreshTracker()
+            if let last = d.lastSample { _ = d.variableVBlanks.add(sequence: last.sequence, timestampNs: last.timestampNs) }
+        }
+        if d.generation == generation {
+            d.resetModel()
+        }
+        d.recheckPending = false
+        broadcastEvent(.variableRefreshChanged, d)
+        for sub in d.subscriptions { sub.resetDelivery() }
+        updatePacing(d)
+    }
+
+    /// A DISPLAY_EVENT with the (CLOCK_MONOTONIC, CLOCK_REALTIME) pair taken as it is built
+    /// (protocol 5: what a client maps the event's times onto the wall clock with).
+    func displayEvent(_ kind: DisplayEventKind, _ d: Display) -> DisplayEvent {
+        var record = info(d)
+        record.clock = ClockPair.tightest(monotonic: monotonicNow, realtime: realtimeNow)
+        return DisplayEvent(kind: kind, display: record)
+    }
+}
+
+func realtimeNow() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}

@@ -1,0 +1,1 @@
+../VsyncCore/Protocol/ClockPair.swift
