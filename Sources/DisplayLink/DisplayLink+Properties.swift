@@ -124,10 +124,13 @@ extension DisplayLink {
         set { updateSettings { $0.predictsWhileOff = newValue } }
     }
 
-    /// Page only (protocol 5): the link gets no callbacks; it keeps its display's vblank events
-    /// on, so the display's record on vsyncd's timing page stays current for an app that paces
-    /// itself with its own timer from ``DisplayLink/timing(of:socketPath:)``. Off by default; a
-    /// daemon without protocol 5 ignores it and the callbacks come.
+    /// Page only (protocol 5): vsyncd sends the link no ticks; it keeps its display's vblank
+    /// events on, so the display's record on vsyncd's timing page stays current for an app that
+    /// paces itself with its own timer from ``DisplayLink/timing(of:socketPath:)``. With a work
+    /// duration the link is paced from the page: the connection's own timer wakes it that long
+    /// before each target vblank and the callback gets the frame, with no message from vsyncd;
+    /// without one, no callbacks. Off by default; a daemon without protocol 5 ignores it and the
+    /// callbacks come as usual.
     public var pageOnly: Bool {
         get { withState { settings($0).pageOnly } }
         set { updateSettings { $0.pageOnly = newValue } }

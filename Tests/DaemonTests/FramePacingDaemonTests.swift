@@ -90,6 +90,45 @@ struct FramePacingDaemonTests {
         #expect(third.allSatisfy { $0.sequence % 2 == 0 && $0.targetSequence == $0.sequence + 2 })
     }
 
+    /// Page pacing (protocol 5): a page-only subscription with a work duration is woken by the
+    /// client core's own timer, aimed from the timing page; the daemon sends it no tick. The
+    /// frames are the daemon's paced frames: the same targets, exact times, leads within W, each
+    /// frame once; and a daemon-paced subscription beside it names the same targets.
+    @Test(.timeLimit(.minutes(1)))
+    func aPageOnlyWorkDurationWakesFromTheClientsOwnTimer() throws {
+        let daemon = try DaemonProcess(hertz: Self.hertz, logLevel: "warning")
+        defer { daemon.stop() }
+        let client = try VsyncClient(.init(socketPath: daemon.socketPath, clientName: "page-pacing"))
+        #expect(client.connect(timeoutNs: 5_000_000_000) == nil)
+        let w: UInt64 = 4_000_000
+        let id = client.subscribe(.primary, range: FrameRateRange(preferredFramesPerSecond: 30), flags: .pageOnly, workDurationNs: w)
+        var answers: [Subscribed] = []
+        let frames = Self.frames(client, 30, id: id, answers: &answers)
+        #expect(frames.count == 30)
+        Self.checkTargets(frames, divisor: 2)
+        let lead = Self.medianLeadNs(frames)
+        print("page-paced, work duration 4 ms: median lead \(lead / 1e6) ms")
+        #expect(lead > 0 && lead <= Double(w) + 100_000, "median lead \(lead) ns with W \(w)")
+        #expect(frames.allSatisfy { $0.flags.contains(.synthetic) && $0.generation == answers.last?.display.generation })
+
+        // Beside a daemon-paced subscription at the same rate: the same targets, at the same times.
+        let paced = client.subscribe(.primary, range: FrameRateRange(preferredFramesPerSecond: 30), workDurationNs: w)
+        var both: [ClientFrame] = []
+        let deadline = monotonicNowNs() + 10_000_000_000
+        while both.filter({ $0.subscriptionID == paced }).count < 20 && monotonicNowNs() < deadline {
+            client.dispatch(timeoutMs: 100)
+            while let event = client.nextEvent() { if case .frame(let f) = event { both.append(f) } }
+        }
+        let fromDaemon = Dictionary(both.filter { $0.subscriptionID == paced }.map { ($0.targetSequence, $0.targetTimestampNs) },
+                                    uniquingKeysWith: { a, _ in a })
+        let fromPage = both.filter { $0.subscriptionID == id }
+        let common = fromPage.filter { fromDaemon[$0.targetSequence] != nil }
+        #expect(common.count >= 10, "\(fromPage.map(\.targetSequence)) vs \(fromDaemon.keys.sorted())")
+        for f in common {
+            #expect(abs(Double(f.targetTimestampNs) - Double(fromDaemon[f.targetSequence]!)) <= 2, "target \(f.targetSequence)")
+        }
+    }
+
     /// A protocol 1 client is served as before: 72-byte ticks on multiples of its divisor, and
     /// SET_WORK_DURATION, a version 2 request, is an unknown type for it.
     @Test(.timeLimit(.minutes(1)))

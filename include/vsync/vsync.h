@@ -291,10 +291,13 @@ int vsync_link_get_refresh(struct vsync_link *link, uint64_t *refresh_mhz, uint6
  * maximumFramesPerSecond; 0 until vsyncd has answered, or a negative errno. */
 int vsync_link_get_max_fps(struct vsync_link *link);
 
-/* Page only: the link gets no frames; it keeps its display's record on the timing page current
- * (vsyncd keeps the display's vblank events on), for an app that paces itself from
- * vsync_display_timing() with its own timer. Protocol 5; an older vsyncd ignores the flag and
- * sends frames. 0, or -EINVAL / -ENOTCONN. */
+/* Page only: vsyncd sends the link no ticks; it keeps its display's record on the timing page
+ * current (vsyncd keeps the display's vblank events on), for an app that paces itself from
+ * vsync_display_timing() with its own timer. With a work duration (vsync_link_set_work_duration)
+ * the library paces it: the client's own timerfd, in the fd the app polls, wakes it W before
+ * each target vblank, aimed from the page, and the callback gets that frame with no message
+ * from vsyncd. Without one, no frames. Protocol 5; an older vsyncd ignores the flag and sends
+ * frames. 0, or -EINVAL / -ENOTCONN. */
 int vsync_link_set_page_only(struct vsync_link *link, bool page_only);
 
 /* Unsubscribes and frees the link, before or after its client's destroy; safe inside its own

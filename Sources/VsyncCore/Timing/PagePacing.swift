@@ -27,11 +27,13 @@ public enum PagePacing {
             timelines.append(FrameTimeline(sequence: s, presentationNs: t.timestamp(ofSequence: s)))
         }
         let interval = UInt64(t.periodNs + 0.5)
-        let synthetic = t.flags & DisplayFlags.synthetic.rawValue != 0
+        var flags: TickFlags = t.flags & DisplayFlags.synthetic.rawValue != 0 ? .synthetic : .hardwareTimestamp
+        // Variable refresh: the page's line is the earliest the vblanks can be, as the daemon's ticks say.
+        if t.minimumIntervalNs > 0 { flags.insert(.variable) }
         return Tick(
             subscriptionID: subscriptionID, displayID: t.displayID, sequence: t.lastSequence, timestampNs: t.lastTimestampNs,
             targetTimestampNs: timelines[0].presentationNs, displayIntervalNs: interval, clientIntervalNs: interval &* d,
-            skipped: skipped, divisor: UInt32(d), flags: synthetic ? .synthetic : .hardwareTimestamp,
+            skipped: skipped, divisor: UInt32(d), flags: flags,
             targetSequence: target, timelines: timelines, generation: t.generation)
     }
 }
