@@ -24,6 +24,9 @@
 static volatile sig_atomic_t start_recording, finish;
 static int index_, announced, recording;
 static uint64_t work_ns;
+/* --mode page (vsync-bench --client-mode page): a page-only link, woken by libvsync's own timer
+ * aimed from vsyncd's timing page instead of by a tick. */
+static int page_only;
 static uint64_t *latencies;
 static size_t count, capacity;
 static uint64_t received, lost, skipped_total, divisor = 1, previous;
@@ -88,6 +91,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--fps")) fps = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--max-seconds")) max_seconds = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--work-ns")) work_ns = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--mode")) page_only = !strcmp(argv[i + 1], "page");
     }
     // No SA_RESTART: a signal must end dispatch's wait so the flags are seen at once.
     struct sigaction sa;
@@ -108,6 +112,7 @@ int main(int argc, char **argv) {
     }
     vsync_link_set_rate(link, 0, 0, fps);
     if (work_ns) vsync_link_set_work_duration(link, work_ns);
+    if (page_only) vsync_link_set_page_only(link, true);
     time_t give_up = time(NULL) + max_seconds;
     while (!finish && time(NULL) < give_up) {
         if (start_recording && !recording) {

@@ -4,7 +4,8 @@ import VsyncCore
 
 /// Where a page-paced subscription's timer is aimed.
 struct PagePacer {
-    /// The vblank the next wake is for, and the wake: `workDurationNs` before its predicted time.
+    /// The vblank the next wake is for (0: none yet, the page has no period for the display),
+    /// and the wake: `workDurationNs` before its predicted time (or the next look at the page).
     var target: UInt64
     var wakeNs: UInt64
     /// The last target handed out, for the skipped count of the next.
@@ -24,12 +25,19 @@ extension VsyncClient {
         var frames = 0
         for id in subscriptions.keys.sorted() {
             guard let info = subscriptions[id], isPagePaced(info), let displayID = info.display?.displayID,
-                  let t = try? timingPage.timing(displayID: displayID), t.isOn, t.periodWholeNs > 0 else {
+                  let t = try? timingPage.timing(displayID: displayID), t.isOn else {
+                // Not paced, no page, or the display is off: the socket brings what changes that.
                 pagePacers[id] = nil
                 continue
             }
+            guard t.periodWholeNs > 0 else {
+                // Lit but not measured yet (its vblank events just came on): nothing on the socket
+                // will say when it is, so look at the page again shortly.
+                pagePacers[id] = PagePacer(target: 0, wakeNs: now &+ Self.pageUnmeasuredRetryNs, lastTarget: nil, generation: t.generation)
+                continue
+            }
             let w = info.workDurationNs
-            guard var pacer = pagePacers[id], pacer.generation == t.generation,
+            guard var pacer = pagePacers[id], pacer.target != 0, pacer.generation == t.generation,
                   pacer.target % UInt64(info.divisor) == 0 else {
                 // New, or the display changed: aim afresh (a mode change may bring a new divisor).
                 pagePacers[id] = PagePacing.aim(t, divisor: info.divisor, workDurationNs: w, nowNs: now, after: nil)
@@ -73,4 +81,8 @@ extension VsyncClient {
     /// A wake this much before the target's (re-predicted) wake still hands the frame out: the
     /// timer's own slack, not a reason to sleep again.
     static var pageEarlyToleranceNs: UInt64 { 200_000 }
+
+    /// How often a page-paced subscription looks at a lit display's record until it has a
+    /// period (the daemon's first vblanks after turning events on).
+    static var pageUnmeasuredRetryNs: UInt64 { 2_000_000 }
 }

@@ -32,7 +32,7 @@ struct VsyncBench: ParsableCommand {
     @Option(help: "Clients for --idle.") var idleClients = 100
     @Option(help: "Seconds per --idle phase.") var idleSeconds: Double = 10
     @Flag(help: "Run only the C reference (to calibrate a machine).") var referenceOnly = false
-    @Option(help: "Our clients: 'callback' (DisplayLink on a dispatch queue, the product), 'direct' (DisplayLink.start(): the handler on the library's reader thread), 'c' (a C program in libvsync's dispatch loop; Benchmarks/libvsync-client.c, built at run time against libvsync.so) or 'raw' (blocking recv on a plain socket like the C clients, to isolate the daemon's share).")
+    @Option(help: "Our clients: 'callback' (DisplayLink on a dispatch queue, the product), 'direct' (DisplayLink.start(): the handler on the library's reader thread), 'c' (a C program in libvsync's dispatch loop; Benchmarks/libvsync-client.c, built at run time against libvsync.so), 'raw' (blocking recv on a plain socket like the C clients, to isolate the daemon's share) or 'page' (the C program with a page-only link: woken by libvsync's own timer aimed from vsyncd's timing page, no tick; needs --work-duration).")
     var clientMode = "callback"
     @Option(help: "Frame pacing (issue 9): our clients subscribe with this work duration in ms and are measured from the wake instant the daemon aims at (targetTimestamp − W), the C floor's timer is shifted by W and measured from its deadline. 0: not paced.")
     var workDuration: Double = 0
@@ -44,7 +44,8 @@ struct VsyncBench: ParsableCommand {
     var pageReadSocket: String?
 
     mutating func run() throws {
-        guard ["callback", "direct", "c", "raw"].contains(clientMode) else { throw ValidationError("--client-mode is 'callback', 'direct', 'c' or 'raw'") }
+        guard ["callback", "direct", "c", "raw", "page"].contains(clientMode) else { throw ValidationError("--client-mode is 'callback', 'direct', 'c', 'raw' or 'page'") }
+        if clientMode == "page" && workDuration <= 0 { throw ValidationError("--client-mode page paces clients from the timing page: give it --work-duration MS") }
         let counts = try Self.list(clients, "--clients")
         let hzs = try Self.list(rates, "--rates")
         guard seconds > 0, warmup >= 0 else { throw ValidationError("--seconds must be > 0 and --warmup ≥ 0") }
@@ -67,7 +68,7 @@ struct VsyncBench: ParsableCommand {
             return
         }
         var clientBinary = client ?? binDir + "/vsync-bench-client"
-        if clientMode == "c" && !referenceOnly && !idle {
+        if (clientMode == "c" || clientMode == "page") && !referenceOnly && !idle {
             clientBinary = try LibvsyncClient.build(repository: Self.repositoryRoot(), library: binDir + "/libvsync.so", workDir: workDir)
         }
         let ours = DaemonRun(vsyncd: vsyncd ?? binDir + "/vsyncd", client: clientBinary, workDir: workDir, workNs: workNs)
@@ -101,7 +102,7 @@ struct VsyncBench: ParsableCommand {
                     let tag = rounds > 1 ? " (round \(round + 1) of \(rounds))" : ""
                     let runOurs = {
                         guard !referenceOnly else { return }
-                        let kind = clientMode == "raw" ? "raw socket" : clientMode == "c" ? "libvsync (C)" : "DisplayLink (\(clientMode))"
+                        let kind = clientMode == "raw" ? "raw socket" : clientMode == "c" ? "libvsync (C)" : clientMode == "page" ? "libvsync (C) page-paced" : "DisplayLink (\(clientMode))"
                         Self.log("N=\(n) @ \(hz) Hz\(tag): vsyncd + \(kind) clients …")
                         do { oursRounds.append(try ours.run(clients: n, rate: hz, seconds: seconds, warmup: warmup, clientMode: clientMode == "callback" ? "tick" : clientMode)) }
                         catch { Self.log("N=\(n) @ \(hz) Hz: ours failed: \(error)") }

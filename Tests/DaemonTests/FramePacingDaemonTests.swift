@@ -1,4 +1,5 @@
 import DisplayLink
+import Foundation
 import Glibc
 import Synchronization
 import Testing
@@ -127,6 +128,41 @@ struct FramePacingDaemonTests {
         for f in common {
             #expect(abs(Double(f.targetTimestampNs) - Double(fromDaemon[f.targetSequence]!)) <= 2, "target \(f.targetSequence)")
         }
+    }
+
+    /// A program that waits in `dispatch(-1)` (libvsync's loop) with only a page-paced
+    /// subscription, on a display nobody followed: the record has no period until the daemon's
+    /// first vblanks, and no message will say when it has, so the core looks again by its own
+    /// timer; the frames come without any other wake-up.
+    @Test(.timeLimit(.minutes(1)))
+    func aPagePacedSubscriptionAloneStartsInABlockingLoop() throws {
+        let daemon = try DaemonProcess(hertz: Self.hertz, logLevel: "warning")
+        defer { daemon.stop() }
+        final class Loop: @unchecked Sendable {  // the client is the loop thread's alone until `done`
+            let client: VsyncClient
+            let id: UInt32
+            let frames = Atomic<Int>(0)
+            let stop = Atomic<Bool>(false)
+            let done = DispatchSemaphore(value: 0)
+            init(_ client: VsyncClient, _ id: UInt32) { self.client = client; self.id = id }
+        }
+        let client = try VsyncClient(.init(socketPath: daemon.socketPath, clientName: "page-blocking"))
+        #expect(client.connect(timeoutNs: 5_000_000_000) == nil)
+        let loop = Loop(client, client.subscribe(.primary, range: FrameRateRange(preferredFramesPerSecond: 60),
+                                                 flags: .pageOnly, workDurationNs: 2_000_000))
+        Thread.detachNewThread {
+            while loop.frames.load(ordering: .relaxed) < 10 && !loop.stop.load(ordering: .relaxed) {
+                loop.client.dispatch(timeoutMs: -1)
+                while let event = loop.client.nextEvent() {
+                    if case .frame(let f) = event, f.subscriptionID == loop.id { loop.frames.add(1, ordering: .relaxed) }
+                }
+            }
+            loop.done.signal()
+        }
+        let finished = loop.done.wait(timeout: .now() + 10) == .success
+        loop.stop.store(true, ordering: .relaxed)
+        if !finished { _ = daemon.stop(); _ = loop.done.wait(timeout: .now() + 5) }  // ends the blocked read
+        #expect(finished, "\(loop.frames.load(ordering: .relaxed)) page-paced frames in 10 s of dispatch(-1)")
     }
 
     /// A protocol 1 client is served as before: 72-byte ticks on multiples of its divisor, and
