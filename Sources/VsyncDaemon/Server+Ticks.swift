@@ -70,8 +70,17 @@ extension Server {
                 d.fruitlessRechecks = 0
             }
         }
-        let interval = d.periodNs
         let flags: TickFlags = source.isSynthetic ? .synthetic : .hardwareTimestamp
+        sendTicks(d, sequence: sequence, timestampNs: timestampNs, flags: flags, intervalNs: d.periodNs) {
+            d.model.predictedTimestamp(forSequence: $0)
+        }
+    }
+
+    /// One vblank's ticks to the display's subscribers that are due at this sequence, each
+    /// with the target and timelines `predict` puts on the vblanks ahead (the model's grid, or
+    /// under VRR the earliest they can be); then paced wakes are re-aimed, as they move with it.
+    func sendTicks(_ d: Display, sequence: UInt64, timestampNs: UInt64, flags: TickFlags, intervalNs interval: UInt64,
+                   predict: (UInt64) -> UInt64) {
         // Subscribers mostly share a divisor: predict once per distinct divisor, not per subscriber.
         var predictedDivisor: UInt32 = 0
         var timelines = FrameTimelines()
@@ -92,9 +101,7 @@ extension Server {
             sub.pacer.handedOut(sequence &+ divisor)
             if sub.divisor != predictedDivisor {
                 predictedDivisor = sub.divisor
-                timelines = FramePacing.timelines(from: sequence &+ divisor, divisor: sub.divisor) {
-                    d.model.predictedTimestamp(forSequence: $0)
-                }
+                timelines = FramePacing.timelines(from: sequence &+ divisor, divisor: sub.divisor, predict: predict)
             }
             let tick = Tick(
                 subscriptionID: sub.id, displayID: d.id, sequence: sequence, timestampNs: timestampNs,
@@ -104,7 +111,6 @@ extension Server {
                 targetSequence: timelines[0].sequence, timelines: timelines, generation: d.generation)
             offer(tick, to: sub)
         }
-        // Paced wakes move with the model: re-aim them after each vblank.
         if paced || d.nextWakeNs != nil { updatePacing(d) }
     }
 

@@ -23,36 +23,11 @@ extension Server {
            timestampNs &- previous.timestampNs < timing.shortestNs / 10 * 9 {
             d.recheckPending = true
         }
-        let interval = timing.shortestNs
         var flags: TickFlags = source.isSynthetic ? .synthetic : .hardwareTimestamp
         flags.insert(.variable)
-        var predictedDivisor: UInt32 = 0
-        var timelines = FrameTimelines()
-        var paced = false
-        for sub in d.subscriptions where !sub.paused {
-            if sub.workDurationNs > 0 { paced = true; continue }
-            guard RateMapping.isTickDue(sequence: sequence, divisor: sub.divisor) else { continue }
-            let divisor = UInt64(sub.divisor)
-            if let last = sub.lastDueSequence, sequence > last {
-                sub.skipped &+= UInt32(clamping: sequence / divisor - last / divisor - 1)
-            }
-            sub.lastDueSequence = sequence
-            guard sub.pacer.isNew(sequence &+ divisor) else { continue }
-            sub.pacer.handedOut(sequence &+ divisor)
-            if sub.divisor != predictedDivisor {
-                predictedDivisor = sub.divisor
-                timelines = FramePacing.timelines(from: sequence &+ divisor, divisor: sub.divisor) {
-                    timing.earliest(sequence: $0, after: (sequence, timestampNs))
-                }
-            }
-            offer(Tick(
-                subscriptionID: sub.id, displayID: d.id, sequence: sequence, timestampNs: timestampNs,
-                targetTimestampNs: timelines[0].presentationNs,
-                displayIntervalNs: interval, clientIntervalNs: interval &* divisor,
-                skipped: 0, divisor: sub.divisor, flags: flags,
-                targetSequence: timelines[0].sequence, timelines: timelines, generation: d.generation), to: sub)
+        sendTicks(d, sequence: sequence, timestampNs: timestampNs, flags: flags, intervalNs: timing.shortestNs) {
+            timing.earliest(sequence: $0, after: (sequence, timestampNs))
         }
-        if paced || d.nextWakeNs != nil { updatePacing(d) }
     }
 
     /// Reads VRR_ENABLED of the displays whose monitor can do VRR and whose vblanks are on

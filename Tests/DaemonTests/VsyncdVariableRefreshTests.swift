@@ -53,6 +53,10 @@ extension VsyncdTests {
 
             let sub = try client.subscribe(1, fps: 0, selector: .connector("Virtual-1"))
             #expect(!sub.display.flags.contains(.variable))
+            // A page-only follower beside it: no TICK, with VRR on or off.
+            let (pageClient, _, pageFD) = try TimingPage.connect(daemon.socketPath, version: 5)
+            if pageFD >= 0 { close(pageFD) }
+            _ = try pageClient.subscribe(1, fps: 0, flags: .pageOnly, selector: .connector("Virtual-1"))
             let g0 = sub.display.generation
             let clock = Clock()
             let start = monotonicNowNs()
@@ -82,6 +86,7 @@ extension VsyncdTests {
             }
             #expect(ticks.count == 7)
             #expect(source.refreshes == rereads, "the CRTC was re-read \(source.refreshes - rereads) times under VRR")
+            #expect(pageClient.drain().allSatisfy { if case .tick = $0 { false } else { true } }, "a page-only follower got a TICK")
             for t in ticks {
                 #expect(t.flags.contains(.variable) && t.generation == g0 &+ 1)
                 #expect(t.targetTimestampNs == t.timestampNs + Self.shortestNs && t.displayIntervalNs == Self.shortestNs)
