@@ -180,7 +180,7 @@ final class DRMVBlankSource: VBlankSource {
     private func queue(_ key: DisplayKey) throws(VBlankFailure) {
         guard let card = cards[key.device] else { throw .gone }
         do throws(DRMError) {
-            try card.fillVBlankQueue(crtcID: key.crtcID, token: UInt64(active[key] ?? 0))
+            try card.fillVBlankQueue(crtcID: key.crtcID, token: active[key] ?? 0)
         } catch {
             if error.kind == .deviceGone { drop(key.device, reason: error.description) }
             throw failure(error)
@@ -228,7 +228,7 @@ final class DRMVBlankSource: VBlankSource {
         for event in events {
             let key = DisplayKey(device: path, crtcID: event.crtcID)
             // A request made for an earlier activation (another token) is not this one's.
-            guard let token = active[key], UInt64(token) == event.token else { continue }
+            guard let token = active[key], token == event.token else { continue }
             out.append(.vblank(token: token, sequence: event.sequence, timestampNs: event.timestampNs))
             // A late read may hold several vblanks of one display: top its queue up once.
             if toRequeue.last != key { toRequeue.append(key) }
