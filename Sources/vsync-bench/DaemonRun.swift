@@ -198,7 +198,7 @@ struct DaemonRun {
         var notes: [String] = []
         if session.ready.count < n { notes.append("only \(session.ready.count) of \(n) clients were live in time") }
         usleep(2_000_000)  // let subscriptions and the handshake traffic settle
-        guard var before = ProcSample.read(pid: session.daemon.pid) else {
+        guard let before = ProcSample.read(pid: session.daemon.pid) else {
             _ = session.stop()
             throw BenchError("vsyncd died before the idle window: \(tail(session.dir + "/vsyncd.log"))")
         }
