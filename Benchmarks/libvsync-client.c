@@ -4,7 +4,7 @@
  * in the steady state waits in one blocking read per frame). vsync-bench compiles it at run
  * time against include/ and the built libvsync.so. Not meant to be run by hand.
  *
- *   libvsync-client --index I [--mode M] [--fps N] [--max-seconds S]    (socket: $VSYNCD_SOCKET)
+ *   libvsync-client --index I [--mode M] [--fps N] [--max-seconds S] [--window-file F]    (socket: $VSYNCD_SOCKET)
  *
  * The same contract as vsync-bench-client: it writes "I\n" to fd 3 after its first frame;
  * SIGUSR1 starts recording; SIGUSR2 prints one JSON line (ClientReport) and exits. Latency is
@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,9 @@ static int page_only;
 static uint64_t *latencies;
 static size_t count, capacity;
 static uint64_t received, lost, skipped_total, divisor = 1, previous;
+/* --window-file: only ticks stamped in [window_start, window_end) are recorded (vsync-bench). */
+static const char *window_file;
+static uint64_t window_start, window_end = UINT64_MAX;
 
 static void on_signal(int signo) {
     if (signo == SIGUSR1) start_recording = 1;
@@ -56,6 +60,7 @@ static void on_frame(struct vsync_link *link, const struct vsync_frame *f, void 
     /* Paced (--work-ns): from the wake instant vsyncd aimed at, lost frames by target sequence. */
     uint64_t reference = work_ns ? f->target_timestamp_ns - work_ns : f->timestamp_ns;
     uint64_t sequence = work_ns ? f->target_sequence : f->sequence;
+    if (reference < window_start || reference >= window_end) return;
     latencies[count++] = entry > reference ? entry - reference : 0;
     received++;
     skipped_total += f->skipped;
@@ -92,6 +97,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--max-seconds")) max_seconds = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--work-ns")) work_ns = strtoull(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--mode")) page_only = !strcmp(argv[i + 1], "page");
+        else if (!strcmp(argv[i], "--window-file")) window_file = argv[i + 1];
     }
     // No SA_RESTART: a signal must end dispatch's wait so the flags are seen at once.
     struct sigaction sa;
@@ -118,6 +124,12 @@ int main(int argc, char **argv) {
         if (start_recording && !recording) {
             recording = 1;
             count = received = lost = skipped_total = previous = 0;
+            FILE *w = window_file ? fopen(window_file, "r") : NULL;
+            if (w) {
+                unsigned long long a, b;
+                if (fscanf(w, "%llu %llu", &a, &b) == 2 && a < b) { window_start = a; window_end = b; }
+                fclose(w);
+            }
         }
         if (vsync_client_dispatch(client, -1) < 0) break;
     }

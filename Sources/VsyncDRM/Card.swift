@@ -15,8 +15,8 @@ public enum VBlankMethod: String, Sendable, Hashable, CaseIterable {
 ///
 /// Owns its file descriptor: opened in `init`, closed in `deinit`, never handed out for
 /// closing (`fileDescriptor` is for poll/epoll only). Sendable because every stored property
-/// is immutable except `state`, which a `Mutex` guards; libdrm calls on one fd are plain
-/// ioctls and safe from any thread.
+/// is immutable except the per-CRTC vblank counts (atomics) and `scanouts` (a `Mutex`, mode
+/// setting only); libdrm calls on one fd are plain ioctls and safe from any thread.
 public final class Card: Sendable {
     public let path: String
     /// For poll/epoll (readable when vblank events wait). Do not close it.
@@ -32,24 +32,8 @@ public final class Card: Sendable {
     /// CRTC object ids in resource order: index = pipe. Fixed for the device's lifetime.
     public let crtcIDs: [UInt32]
 
-    struct Pending {
-        var token: UInt64
-        var crtcID: UInt32
-    }
-
-    struct State {
-        var nextSerial: UInt64 = 0
-        /// Queued requests by the serial passed to the kernel as user data.
-        var pending: [UInt64: Pending] = [:]
-        /// The raw events of one read, reused so a vblank allocates nothing.
-        var raws: [RawEvent] = []
-        /// Per-CRTC widening of the legacy 32-bit counter.
-        var wideners: [UInt32: SequenceWidener] = [:]
-        /// Per-CRTC vblank requests in flight (see `fillVBlankQueue`).
-        var queues: [UInt32: VBlankQueue] = [:]
-    }
-
-    let state = Mutex(State())
+    /// Per-CRTC vblank requests in flight and legacy counter widening, by pipe (VBlank.swift).
+    let crtcVBlanks: [CRTCVBlanks]
     /// Framebuffers this Card set on CRTCs (mode setting only), freed when replaced.
     let scanouts = Mutex<[UInt32: Scanout]>([:])
 
@@ -108,6 +92,7 @@ public final class Card: Sendable {
         self.driverName = name
         self.hasMonotonicTimestamps = monotonic
         self.crtcIDs = ids
+        self.crtcVBlanks = ids.map { _ in CRTCVBlanks() }
         self.supportsCrtcSequence = Self.probeCrtcSequence(fd: fd, activeCRTC: activeID)
         self.vblankMethod = method ?? (supportsCrtcSequence ? .crtcSequence : .waitVBlank)
     }

@@ -6,22 +6,64 @@ import VsyncCore
 /// One vblank, as the kernel reported it.
 public struct VBlankEvent: Sendable, Hashable {
     /// The token given to `queueVBlank`.
-    public var token: UInt64
+    public var token: UInt32
+    /// The CRTC's index on the card (its position in `Card.crtcIDs`).
+    public var pipe: Int
     public var crtcID: UInt32
     /// The CRTC's vblank counter, 64 bits (widened on the legacy path).
     public var sequence: UInt64
     /// Kernel timestamp of the vblank, ns (CLOCK_MONOTONIC when `hasMonotonicTimestamps`).
     public var timestampNs: UInt64
 
-    public init(token: UInt64, crtcID: UInt32, sequence: UInt64, timestampNs: UInt64) {
-        self.token = token; self.crtcID = crtcID; self.sequence = sequence; self.timestampNs = timestampNs
+    public init(token: UInt32, pipe: Int, crtcID: UInt32, sequence: UInt64, timestampNs: UInt64) {
+        self.token = token; self.pipe = pipe; self.crtcID = crtcID
+        self.sequence = sequence; self.timestampNs = timestampNs
+    }
+
+    /// The 64 bits the kernel hands back in the event: the pipe in the high half (legacy
+    /// events carry no CRTC of their own on old kernels), the caller's token in the low half.
+    /// The event names its CRTC and its caller's display without any table.
+    public static func userData(pipe: Int, token: UInt32) -> UInt64 {
+        UInt64(UInt32(truncatingIfNeeded: pipe)) << 32 | UInt64(token)
     }
 }
 
-/// The requests in flight for one CRTC: how many, and the vblank the next one is for.
-struct VBlankQueue {
-    var inFlight = 0
-    var nextSequence: UInt64 = 0
+/// The requests in flight for one CRTC and the widening of its legacy 32-bit counter, kept by
+/// its card at the CRTC's pipe. Atomics rather than a lock: the event path takes no lock. One
+/// reader at a time per card is assumed (the daemon's loop, or one probe thread).
+final class CRTCVBlanks: Sendable {
+    let inFlight = Atomic<Int>(0)
+    /// The vblank the next request is for.
+    let nextSequence = Atomic<UInt64>(0)
+    /// The newest widened legacy count plus one; 0 before the first.
+    private let widenedPlusOne = Atomic<UInt64>(0)
+
+    func widen(_ raw: UInt32) -> UInt64 {
+        let stored = widenedPlusOne.load(ordering: .relaxed)
+        var widener = SequenceWidener(newest: stored == 0 ? nil : stored - 1)
+        let wide = widener.widen(raw)
+        if let newest = widener.newest { widenedPlusOne.store(newest &+ 1, ordering: .relaxed) }
+        return wide
+    }
+
+    /// One request came back.
+    func arrived() {
+        var n = inFlight.load(ordering: .relaxed)
+        while n > 0 {
+            let (exchanged, original) = inFlight.compareExchange(expected: n, desired: n - 1, ordering: .relaxed)
+            if exchanged { return }
+            n = original
+        }
+    }
+}
+
+/// One vblank event as the kernel wrote it (`struct drm_event_vblank` or
+/// `struct drm_event_crtc_sequence`, <drm/drm.h>), before widening.
+struct RawVBlank: Equatable {
+    var userData: UInt64
+    var sequence: UInt64
+    var timestampNs: UInt64
+    var isLegacy: Bool
 }
 
 extension Card {
@@ -31,28 +73,32 @@ extension Card {
     /// CRTCs keeps fewer per CRTC.
     public var vblankQueueDepth: Int { min(8, max(2, 120 / max(crtcIDs.count, 1))) }
 
-    /// Keeps `vblankQueueDepth` requests in flight for the CRTC, each for the vblank after the
-    /// one before (absolute sequences; a request whose vblank has already gone is served at
-    /// the next), so that a reader descheduled for several frames loses none: the kernel sends
-    /// each event when its vblank comes. The first request, or the first after the queue ran
-    /// dry (the CRTC went off: the kernel flushed every request), aims at the next vblank.
-    /// Throws only when no request is in flight: a full event buffer merely stops the filling.
-    public func fillVBlankQueue(crtcID: UInt32, token: UInt64) throws(DRMError) {
-        let pipe = try pipe(of: crtcID)
+    public func fillVBlankQueue(crtcID: UInt32, token: UInt32) throws(DRMError) {
+        try fillVBlankQueue(pipe: pipe(of: crtcID), token: token)
+    }
+
+    /// Keeps `vblankQueueDepth` requests in flight for the CRTC at `pipe`, each for the vblank
+    /// after the one before (absolute sequences; a request whose vblank has already gone is
+    /// served at the next), so that a reader descheduled for several frames loses none: the
+    /// kernel sends each event when its vblank comes. The first request, or the first after the
+    /// queue ran dry (the CRTC went off: the kernel flushed every request), aims at the next
+    /// vblank. Throws only when no request is in flight: a full event buffer merely stops the
+    /// filling.
+    public func fillVBlankQueue(pipe: Int, token: UInt32) throws(DRMError) {
+        guard pipe >= 0, pipe < crtcVBlanks.count else { throw unknownPipe(pipe) }
+        let crtc = crtcVBlanks[pipe]
         let depth = vblankQueueDepth
         while true {
-            let queue = state.withLock { $0.queues[crtcID] ?? VBlankQueue() }
-            guard queue.inFlight < depth else { return }
+            let inFlight = crtc.inFlight.load(ordering: .relaxed)
+            guard inFlight < depth else { return }
             do throws(DRMError) {
                 let queued = try queueVBlank(
-                    crtcID: crtcID, pipe: pipe, token: token,
-                    absolute: queue.inFlight > 0 ? queue.nextSequence : nil)
-                state.withLock { s in
-                    s.queues[crtcID, default: VBlankQueue()].inFlight += 1
-                    s.queues[crtcID, default: VBlankQueue()].nextSequence = queued &+ 1
-                }
+                    crtcID: crtcIDs[pipe], pipe: pipe, token: token,
+                    absolute: inFlight > 0 ? crtc.nextSequence.load(ordering: .relaxed) : nil)
+                crtc.inFlight.add(1, ordering: .relaxed)
+                crtc.nextSequence.store(queued &+ 1, ordering: .relaxed)
             } catch {
-                if queue.inFlight > 0 { return }
+                if inFlight > 0 { return }
                 throw error
             }
         }
@@ -60,26 +106,21 @@ extension Card {
 
     /// Asks for one event at the next vblank of `crtc`; read it with `readEvents()` once the fd
     /// is readable. `token` comes back in the event. Throws `.crtcOff` when the CRTC has no mode.
-    public func queueVBlank(crtc: CRTC, token: UInt64) throws(DRMError) {
+    public func queueVBlank(crtc: CRTC, token: UInt32) throws(DRMError) {
         try queueVBlank(crtcID: crtc.id, pipe: crtc.pipe, token: token)
     }
 
-    public func queueVBlank(crtcID: UInt32, token: UInt64) throws(DRMError) {
+    public func queueVBlank(crtcID: UInt32, token: UInt32) throws(DRMError) {
         try queueVBlank(crtcID: crtcID, pipe: pipe(of: crtcID), token: token)
     }
 
     /// Queues one request: for vblank `absolute` (or the next if it has gone), else for the
     /// next vblank. Returns the sequence the kernel queued it for (on the legacy path, the
-    /// 32-bit count zero-extended: it is only compared within the queue).
+    /// 32-bit count zero-extended: it is only compared within the queue). Nothing is recorded
+    /// per request: the event's user data names the CRTC and the token.
     @discardableResult
-    func queueVBlank(crtcID: UInt32, pipe: Int, token: UInt64, absolute: UInt64? = nil) throws(DRMError) -> UInt64 {
-        // The kernel hands back a serial of ours, not the caller's token: it also has to name the
-        // CRTC, which legacy vblank events do not carry.
-        let serial = state.withLock { s in
-            s.nextSerial &+= 1
-            s.pending[s.nextSerial] = Pending(token: token, crtcID: crtcID)
-            return s.nextSerial
-        }
+    func queueVBlank(crtcID: UInt32, pipe: Int, token: UInt32, absolute: UInt64? = nil) throws(DRMError) -> UInt64 {
+        let userData = VBlankEvent.userData(pipe: pipe, token: token)
         let ok: Bool
         let operation: String
         var queued: UInt64 = 0
@@ -87,7 +128,7 @@ extension Card {
         case .crtcSequence:
             operation = "drmCrtcQueueSequence"
             let flags = UInt32(absolute == nil ? DRM_CRTC_SEQUENCE_RELATIVE | DRM_CRTC_SEQUENCE_NEXT_ON_MISS : DRM_CRTC_SEQUENCE_NEXT_ON_MISS)
-            ok = drmCrtcQueueSequence(fileDescriptor, crtcID, flags, absolute ?? 1, &queued, serial) == 0
+            ok = drmCrtcQueueSequence(fileDescriptor, crtcID, flags, absolute ?? 1, &queued, userData) == 0
         case .waitVBlank:
             operation = "drmWaitVBlank"
             var vbl = drmVBlank()
@@ -95,15 +136,12 @@ extension Card {
             vbl.request.type = drmVBlankSeqType(
                 rawValue: kind | DRM_VBLANK_EVENT.rawValue | DRM_VBLANK_NEXTONMISS.rawValue | Self.pipeBits(pipe))
             vbl.request.sequence = absolute.map { UInt32(truncatingIfNeeded: $0) } ?? 1
-            vbl.request.signal = UInt(serial)
+            // `signal` is an unsigned long: 64 bits on the LP64 targets vsyncd builds for.
+            vbl.request.signal = UInt(userData)
             ok = drmWaitVBlank(fileDescriptor, &vbl) == 0
             queued = UInt64(vbl.reply.sequence)
         }
-        if !ok {
-            let code = errno
-            _ = state.withLock { $0.pending.removeValue(forKey: serial) }
-            throw error(operation, crtcID: crtcID, code: code)
-        }
+        if !ok { throw error(operation, crtcID: crtcID, code: errno) }
         return queued
     }
 
@@ -124,13 +162,13 @@ extension Card {
                 throw error("drmWaitVBlank", crtcID: crtc.id)
             }
             let ns = UInt64(vbl.reply.tval_sec) * 1_000_000_000 + UInt64(vbl.reply.tval_usec) * 1_000
-            let seq = state.withLock { $0.widen(vbl.reply.sequence, crtcID: crtc.id) }
+            let seq = crtc.pipe < crtcVBlanks.count ? crtcVBlanks[crtc.pipe].widen(vbl.reply.sequence) : UInt64(vbl.reply.sequence)
             return (seq, ns)
         }
     }
 
     /// Reads every event waiting on the fd (call when it polls readable). Returns [] when none
-    /// are waiting. Events for requests this Card did not queue (e.g. page flips) are dropped.
+    /// are waiting. Events other than vblanks (e.g. page flips) are dropped.
     public func readEvents() throws(DRMError) -> [VBlankEvent] {
         var events: [VBlankEvent] = []
         try readEvents(into: &events)
@@ -138,41 +176,75 @@ extension Card {
     }
 
     /// ``readEvents()`` appending to the caller's buffer, so a caller that reuses it (the
-    /// daemon, every vblank) allocates nothing.
+    /// daemon, every vblank) allocates nothing. The fd is read here, into the stack, rather
+    /// than through libdrm's `drmHandleEvent`, whose callbacks cannot carry context: no global
+    /// buffer, no lock.
     public func readEvents(into events: inout [VBlankEvent]) throws(DRMError) {
-        var context = drmEventContext()
-        context.version = 4
-        context.vblank_handler = { fd, sequence, sec, usec, userData in
-            let ns = UInt64(sec) * 1_000_000_000 + UInt64(usec) * 1_000
-            EventSink.record(RawEvent(fd: fd, serial: UInt64(UInt(bitPattern: userData)),
-                                      sequence: UInt64(sequence), timestampNs: ns, isLegacy: true))
-        }
-        context.sequence_handler = { fd, sequence, ns, userData in
-            EventSink.record(RawEvent(fd: fd, serial: userData, sequence: sequence,
-                                      timestampNs: ns, isLegacy: false))
-        }
-        if drmHandleEvent(fileDescriptor, &context) != 0 {
-            let code = errno
-            if code != EAGAIN && code != EINTR && code != 0 {
-                EventSink.discard(fd: fileDescriptor)
-                throw error("drmHandleEvent", code: code)
-            }
-        }
-        state.withLock { s in
-            EventSink.take(fd: fileDescriptor, into: &s.raws)
-            defer { s.raws.removeAll(keepingCapacity: true) }
-            for raw in s.raws {
-                guard let pending = s.pending.removeValue(forKey: raw.serial) else { continue }
-                if let inFlight = s.queues[pending.crtcID]?.inFlight, inFlight > 0 {
-                    s.queues[pending.crtcID]?.inFlight = inFlight - 1
+        var code: Int32 = 0
+        // Up to 1024 bytes is always on the stack; the kernel returns whole events only, so a
+        // full read means more may wait.
+        withUnsafeTemporaryAllocation(byteCount: 1024, alignment: 8) { buffer in
+            while true {
+                let n = read(fileDescriptor, buffer.baseAddress, buffer.count)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    code = errno
+                    return
                 }
-                let sequence = raw.isLegacy
-                    ? s.widen(UInt32(truncatingIfNeeded: raw.sequence), crtcID: pending.crtcID)
-                    : raw.sequence
-                events.append(VBlankEvent(token: pending.token, crtcID: pending.crtcID,
-                                          sequence: sequence, timestampNs: raw.timestampNs))
+                Self.decodeEvents(UnsafeRawBufferPointer(rebasing: buffer[..<n])) { raw in
+                    deliver(raw, into: &events)
+                }
+                if n < buffer.count { return }
             }
         }
+        if code != 0 && code != EAGAIN && code != EWOULDBLOCK {
+            throw error("read", code: code)
+        }
+    }
+
+    private func deliver(_ raw: RawVBlank, into events: inout [VBlankEvent]) {
+        let pipe = Int(raw.userData >> 32)
+        guard pipe < crtcVBlanks.count else { return }  // not a request of ours
+        let crtc = crtcVBlanks[pipe]
+        crtc.arrived()
+        let sequence = raw.isLegacy ? crtc.widen(UInt32(truncatingIfNeeded: raw.sequence)) : raw.sequence
+        events.append(VBlankEvent(token: UInt32(truncatingIfNeeded: raw.userData), pipe: pipe, crtcID: crtcIDs[pipe],
+                                  sequence: sequence, timestampNs: raw.timestampNs))
+    }
+
+    /// Walks the events of one read: `struct drm_event` headers, each followed by its body
+    /// (<drm/drm.h>). Vblank (`drm_event_vblank`) and CRTC sequence (`drm_event_crtc_sequence`)
+    /// events are handed to `body`; other kinds are skipped by their length. A header that does
+    /// not fit stops the walk (the kernel never writes one).
+    static func decodeEvents(_ bytes: UnsafeRawBufferPointer, _ body: (RawVBlank) -> Void) {
+        var offset = 0
+        while bytes.count - offset >= 8 {
+            let type = bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self)
+            let length = Int(bytes.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self))
+            guard length >= 8, length <= bytes.count - offset else { return }
+            if length >= 32 {
+                let userData = bytes.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self)
+                switch type {
+                case UInt32(DRM_EVENT_VBLANK):
+                    let sec = bytes.loadUnaligned(fromByteOffset: offset + 16, as: UInt32.self)
+                    let usec = bytes.loadUnaligned(fromByteOffset: offset + 20, as: UInt32.self)
+                    let sequence = bytes.loadUnaligned(fromByteOffset: offset + 24, as: UInt32.self)
+                    body(RawVBlank(userData: userData, sequence: UInt64(sequence),
+                                   timestampNs: UInt64(sec) * 1_000_000_000 + UInt64(usec) * 1_000, isLegacy: true))
+                case UInt32(DRM_EVENT_CRTC_SEQUENCE):
+                    let ns = bytes.loadUnaligned(fromByteOffset: offset + 16, as: Int64.self)
+                    let sequence = bytes.loadUnaligned(fromByteOffset: offset + 24, as: UInt64.self)
+                    body(RawVBlank(userData: userData, sequence: sequence,
+                                   timestampNs: UInt64(clamping: ns), isLegacy: false))
+                default: break
+                }
+            }
+            offset += length
+        }
+    }
+
+    private func unknownPipe(_ pipe: Int) -> DRMError {
+        DRMError(kind: .unknownCRTC(crtcID: 0, valid: crtcIDs), errno: ENOENT, device: path, operation: "pipe \(pipe)")
     }
 
     /// The legacy vblank request's CRTC bits: pipe 0 none, pipe 1 `DRM_VBLANK_SECONDARY`,
@@ -183,54 +255,5 @@ extension Card {
         case 1: DRM_VBLANK_SECONDARY.rawValue
         default: (UInt32(pipe) << DRM_VBLANK_HIGH_CRTC_SHIFT) & DRM_VBLANK_HIGH_CRTC_MASK.rawValue
         }
-    }
-}
-
-extension Card.State {
-    mutating func widen(_ raw: UInt32, crtcID: UInt32) -> UInt64 {
-        var widener = wideners[crtcID] ?? SequenceWidener()
-        let wide = widener.widen(raw)
-        wideners[crtcID] = widener
-        return wide
-    }
-}
-
-/// An event as libdrm's C callback saw it, before it is matched to its request.
-struct RawEvent: Sendable {
-    var fd: Int32
-    var serial: UInt64
-    var sequence: UInt64
-    var timestampNs: UInt64
-    var isLegacy: Bool
-}
-
-/// Where libdrm's C callbacks put events: they cannot capture context, so they record into
-/// this process-wide buffer, tagged with the fd, and `readEvents` takes its own fd's out
-/// right after `drmHandleEvent` returns. Both this buffer and the caller's keep their capacity
-/// between frames: events are copied out, never handed over, so nothing reallocates.
-enum EventSink {
-    static let buffer = Mutex<[RawEvent]>([])
-
-    static func record(_ event: RawEvent) {
-        buffer.withLock { $0.append(event) }
-    }
-
-    /// Moves `fd`'s events to the end of `out`.
-    static func take(fd: Int32, into out: inout [RawEvent]) {
-        buffer.withLock { all in
-            guard !all.isEmpty else { return }
-            if all.allSatisfy({ $0.fd == fd }) {
-                out.append(contentsOf: all)
-                all.removeAll(keepingCapacity: true)
-                return
-            }
-            for event in all where event.fd == fd { out.append(event) }
-            all.removeAll { $0.fd == fd }
-        }
-    }
-
-    /// Drops `fd`'s events (its read failed).
-    static func discard(fd: Int32) {
-        buffer.withLock { all in all.removeAll { $0.fd == fd } }
     }
 }

@@ -4,7 +4,7 @@ import VsyncCore
 /// One connected client socket. Lives on the event loop's thread only.
 ///
 /// Output never blocks: control messages wait in a bounded `outbox`, ticks are coalesced per
-/// subscription (`Subscription.pending`). `blockedSinceNs` is set while the socket is full, so
+/// subscription (`pendingTicks`). `blockedSinceNs` is set while the socket is full, so
 /// the server can disconnect a client that stays full past the stall bound.
 final class Client {
     let fd: Int32
@@ -18,8 +18,14 @@ final class Client {
     var waiting: [UInt32: Subscribe] = [:]
     var outbox: [[UInt8]] = []
     var outboxHead = 0
-    /// Subscriptions with a pending tick, in the order they became pending.
-    var pendingTicks: [Subscription] = []
+    /// The newest unsent tick of each subscription that has one (its socket was full), in the
+    /// order they became pending: ticks are coalesced here, never queued. The only copy.
+    var pendingTicks: [(sub: Subscription, tick: Tick)] = []
+
+    /// Where `sub`'s pending tick is. A client has a few subscriptions: a scan beats a hash.
+    func pendingIndex(of sub: Subscription) -> Int? {
+        pendingTicks.firstIndex { $0.sub === sub }
+    }
     var blockedSinceNs: UInt64?
     /// EPOLLOUT is registered.
     var watchingOutput = false

@@ -13,7 +13,7 @@ extension DRMVBlankSource {
     }
 
     func variableRefreshEnabled(_ key: DisplayKey) -> Bool? {
-        guard let property = connectors[key]?.enabledProperty, let card = cards[key.device] else { return nil }
+        guard let property = connectors[key]?.enabledProperty, let card = cards[key.device]?.card else { return nil }
         return card.variableRefreshEnabled(crtcID: key.crtcID, property: property)
     }
 }

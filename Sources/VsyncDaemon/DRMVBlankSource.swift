@@ -11,15 +11,27 @@ import VsyncDRM
 /// inotify so cards that come and go are noticed without polling, and the kernel's DRM uevents
 /// so connectors that come and go are.
 final class DRMVBlankSource: VBlankSource {
+    /// An open card as the vblank path sees it: found by its fd, with the server's token for
+    /// each CRTC (by pipe) whose vblanks are wanted.
+    final class OpenCard {
+        let path: String
+        let card: Card
+        var tokens: [UInt32?]
+        init(path: String, card: Card) {
+            self.path = path; self.card = card
+            tokens = Array(repeating: nil, count: card.crtcIDs.count)
+        }
+    }
+
     let logger: Logger
     private let explicitDevices: [String]
-    private(set) var cards: [String: Card] = [:]
+    private(set) var cards: [String: OpenCard] = [:]
+    /// The same cards by fd: a readable fd finds its card in one indexed load.
+    private var cardByFD = DescriptorTable<OpenCard>()
     private var inotifyFD: Int32 = -1
     private var uevents: UeventSocket?
-    /// The displays whose vblanks are wanted, with the server's token for each.
-    private var active: [DisplayKey: UInt32] = [:]
-    /// Displays whose vblank `readEvents` just delivered, re-queued by `rearm`.
-    private var toRequeue: [DisplayKey] = []
+    /// CRTCs whose vblank `readEvents` just delivered, re-queued by `rearm`.
+    private var toRequeue: [(card: OpenCard, pipe: Int)] = []
     /// One read's vblank events, reused so a vblank allocates nothing.
     private var events: [VBlankEvent] = []
     /// Connector seen on each CRTC, kept so a display that turns off keeps its name.
@@ -75,7 +87,9 @@ final class DRMVBlankSource: VBlankSource {
         guard card.hasMonotonicTimestamps else {
             throw DRMError(kind: .other, errno: 0, device: path, operation: "DRM_CAP_TIMESTAMP_MONOTONIC is 0: its timestamps are not CLOCK_MONOTONIC")
         }
-        cards[path] = card
+        let open = OpenCard(path: path, card: card)
+        cards[path] = open
+        cardByFD[card.fileDescriptor] = open
         opened(path)
         logger.info("opened \(path) (\(card.driverName), \(card.vblankMethod.rawValue), CRTCs \(card.crtcIDs.map(String.init).joined(separator: ", ")))")
     }
@@ -83,7 +97,7 @@ final class DRMVBlankSource: VBlankSource {
     var isSynthetic: Bool { false }
 
     var pollDescriptors: [Int32] {
-        cards.values.map(\.fileDescriptor) + (inotifyFD >= 0 ? [inotifyFD] : []) + (uevents.map { [$0.fd] } ?? [])
+        cards.values.map(\.card.fileDescriptor) + (inotifyFD >= 0 ? [inotifyFD] : []) + (uevents.map { [$0.fd] } ?? [])
     }
 
     private func deviceName(_ path: String) -> String {
@@ -104,10 +118,11 @@ final class DRMVBlankSource: VBlankSource {
 
     private func drop(_ path: String, reason: String) {
         lastFound[path] = nil
-        guard cards.removeValue(forKey: path) != nil else { return }
+        guard let open = cards.removeValue(forKey: path) else { return }
+        cardByFD[open.card.fileDescriptor] = nil
+        for pipe in open.tokens.indices { open.tokens[pipe] = nil }
         forget(path)
         logger.warning("closed \(path): \(reason)")
-        for key in active.keys where key.device == path { active[key] = nil }
     }
 
     func rescan() -> [SourceDisplay] {
@@ -123,7 +138,7 @@ final class DRMVBlankSource: VBlankSource {
         }
         var found: [SourceDisplay] = []
         for path in cards.keys.sorted() {
-            guard let card = cards[path] else { continue }
+            guard let card = cards[path]?.card else { continue }
             let resources: CardResources
             do throws(DRMError) {
                 resources = try card.resources()
@@ -155,7 +170,7 @@ final class DRMVBlankSource: VBlankSource {
     }
 
     func refresh(_ key: DisplayKey) -> SourceDisplay? {
-        guard let card = cards[key.device] else { return nil }
+        guard let card = cards[key.device]?.card else { return nil }
         do throws(DRMError) {
             return display(key, crtc: try card.crtc(id: key.crtcID))
         } catch {
@@ -177,28 +192,40 @@ final class DRMVBlankSource: VBlankSource {
         }
     }
 
-    /// Tops up the display's requests in flight (the card counts them).
-    private func queue(_ key: DisplayKey) throws(VBlankFailure) {
-        guard let card = cards[key.device] else { throw .gone }
+    /// The card and pipe of a display's CRTC (slow path: setActive, isActive).
+    private func locate(_ key: DisplayKey) -> (card: OpenCard, pipe: Int)? {
+        guard let open = cards[key.device], let pipe = open.card.crtcIDs.firstIndex(of: key.crtcID) else { return nil }
+        return (open, pipe)
+    }
+
+    /// Tops up the CRTC's requests in flight (the card counts them).
+    private func queue(_ open: OpenCard, pipe: Int, token: UInt32) throws(VBlankFailure) {
         do throws(DRMError) {
-            try card.fillVBlankQueue(crtcID: key.crtcID, token: UInt64(active[key] ?? 0))
+            try open.card.fillVBlankQueue(pipe: pipe, token: token)
         } catch {
-            if error.kind == .deviceGone { drop(key.device, reason: error.description) }
+            if error.kind == .deviceGone { drop(open.path, reason: error.description) }
             throw failure(error)
         }
     }
 
     func setActive(_ key: DisplayKey, _ on: Bool, token: UInt32) throws(VBlankFailure) {
+        guard let (open, pipe) = locate(key) else {
+            if on { throw .gone }
+            return
+        }
         if on {
-            active[key] = token
-            do throws(VBlankFailure) { try queue(key) } catch { active[key] = nil; throw error }
+            open.tokens[pipe] = token
+            do throws(VBlankFailure) { try queue(open, pipe: pipe, token: token) } catch { open.tokens[pipe] = nil; throw error }
         } else {
             // Requests already in flight still arrive; they are then not re-queued.
-            active[key] = nil
+            open.tokens[pipe] = nil
         }
     }
 
-    func isActive(_ key: DisplayKey) -> Bool { active[key] != nil }
+    func isActive(_ key: DisplayKey) -> Bool {
+        guard let (open, pipe) = locate(key) else { return false }
+        return open.tokens[pipe] != nil
+    }
 
     func readEvents(from fd: Int32, into out: inout [SourceEvent]) {
         if let uevents, fd == uevents.fd {
@@ -211,15 +238,15 @@ final class DRMVBlankSource: VBlankSource {
             out.append(.devicesChanged)
             return
         }
-        guard let (path, card) = cards.first(where: { $0.value.fileDescriptor == fd }) else { return }
+        guard let open = cardByFD[fd] else { return }
         events.removeAll(keepingCapacity: true)
         do throws(DRMError) {
-            try card.readEvents(into: &events)
+            try open.card.readEvents(into: &events)
         } catch {
             if error.kind == .deviceGone {
-                let gone = active.filter { $0.key.device == path }
-                drop(path, reason: error.description)
-                for token in gone.values { out.append(.failed(token: token, .gone)) }
+                let gone = open.tokens.compactMap { $0 }
+                drop(open.path, reason: error.description)
+                for token in gone { out.append(.failed(token: token, .gone)) }
                 out.append(.devicesChanged)
                 return
             }
@@ -227,22 +254,23 @@ final class DRMVBlankSource: VBlankSource {
             return
         }
         for event in events {
-            let key = DisplayKey(device: path, crtcID: event.crtcID)
-            // A request made for an earlier activation (another token) is not this one's.
-            guard let token = active[key], UInt64(token) == event.token else { continue }
+            // The event names its CRTC by pipe; a request made for an earlier activation
+            // (another token) is not this one's.
+            guard let token = open.tokens[event.pipe], token == event.token else { continue }
             out.append(.vblank(token: token, sequence: event.sequence, timestampNs: event.timestampNs))
-            // A late read may hold several vblanks of one display: top its queue up once.
-            if toRequeue.last != key { toRequeue.append(key) }
+            // A late read may hold several vblanks of one CRTC: top its queue up once.
+            if let last = toRequeue.last, last.card === open, last.pipe == event.pipe { continue }
+            toRequeue.append((open, event.pipe))
         }
     }
 
     func rearm(into out: inout [SourceEvent]) {
-        for key in toRequeue {
-            guard let token = active[key] else { continue }
+        for (open, pipe) in toRequeue {
+            guard let token = open.tokens[pipe] else { continue }
             do throws(VBlankFailure) {
-                try queue(key)
+                try queue(open, pipe: pipe, token: token)
             } catch {
-                active[key] = nil
+                open.tokens[pipe] = nil
                 out.append(.failed(token: token, error))
             }
         }

@@ -3,6 +3,9 @@ import VsyncCore
 /// The daemon's state for one display: what the source says, the refresh model, subscribers.
 final class Display {
     let id: UInt32
+    /// What the source's events carry for this display: its slot in `DisplaySlots` and that
+    /// slot's generation. Set when the server lists it.
+    var token: UInt32 = DisplaySlots.noToken
     var source: SourceDisplay
     var model: RefreshModel
     var state: DisplayState

@@ -12,6 +12,7 @@ extension Server {
     func markBlocked(_ client: Client) {
         if client.blockedSinceNs == nil {
             client.blockedSinceNs = monotonicNow()
+            blockedClients += 1
             updateHousekeeping()
         }
         if !client.watchingOutput {
@@ -52,11 +53,9 @@ extension Server {
         }
         client.outbox.removeAll(keepingCapacity: true)
         client.outboxHead = 0
-        while let sub = client.pendingTicks.first {
-            guard let tick = sub.pending else { client.pendingTicks.removeFirst(); continue }
+        while let (sub, tick) = client.pendingTicks.first {
             switch sendTick(tick, sub) {
             case .sent:
-                sub.pending = nil
                 client.pendingTicks.removeFirst()
             case .full: return
             case .failed(let e): sendFailed(client, e); return
@@ -66,15 +65,19 @@ extension Server {
     }
 
     /// A client with nothing left to send is not stalled, even if its socket is still full
-    /// (e.g. it paused or unsubscribed while blocked).
+    /// (e.g. it paused or unsubscribed while blocked). Touches this client only: housekeeping
+    /// is re-planned when the last blocked client drains, so many draining in one frame cost
+    /// one scan of the clients, not one each.
     func settle(_ client: Client) {
         guard client.closeReason == nil, client.outboxHead >= client.outbox.count,
               client.pendingTicks.isEmpty else { return }
-        client.blockedSinceNs = nil
         if client.watchingOutput {
             client.watchingOutput = false
             epoll.modify(client.fd, events: Epoll.readable)
         }
-        updateHousekeeping()
+        guard client.blockedSinceNs != nil else { return }
+        client.blockedSinceNs = nil
+        blockedClients -= 1
+        if blockedClients == 0 { updateHousekeeping() }
     }
 }

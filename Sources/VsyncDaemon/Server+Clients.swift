@@ -198,7 +198,6 @@ extension Server {
             sub.range = request.range
             sub.divisor = RateMapping.divisor(for: request.range, refreshHz: sub.display.refreshHz)
             sub.resetDelivery()
-            client.pendingTicks.removeAll { $0 === sub }
             settle(client)
             updatePacing(sub.display)
             send(subscribed(sub), to: client)
@@ -223,7 +222,6 @@ extension Server {
             guard let sub = client.subscriptions[id] else { return unknown(client, id) }
             sub.paused = true
             sub.resetDelivery()
-            client.pendingTicks.removeAll { $0 === sub }
             settle(client)
             updateVBlank(sub.display)
         case .resume(let id):
@@ -346,7 +344,7 @@ extension Server {
 
     func remove(_ sub: Subscription) {
         sub.client.subscriptions[sub.id] = nil
-        sub.client.pendingTicks.removeAll { $0 === sub }
+        sub.client.pendingTicks.removeAll { $0.sub === sub }
         settle(sub.client)
         let d = sub.display
         d.subscriptions.removeAll { $0 === sub }
@@ -361,6 +359,10 @@ extension Server {
         client.subscriptions = [:]
         client.waiting = [:]
         client.pendingTicks = []
+        if client.blockedSinceNs != nil {
+            client.blockedSinceNs = nil
+            blockedClients -= 1
+        }
         unregister(client.fd)
         close(client.fd)
         clients[client.fd] = nil

@@ -62,13 +62,13 @@ extension Server {
     func removeDisplay(_ d: Display, reason: String) {
         statusDirty = true
         logger.warning("display \(d.id) (\(d.source.connectorName) on \(d.key)) removed: \(reason)")
-        if source.isActive(d.key) { try? source.setActive(d.key, false, token: d.id) }
+        if source.isActive(d.key) { try? source.setActive(d.key, false, token: d.token) }
         d.state = .off
         let message = ServerMessage.displayEvent(displayEvent(.removed, d))
         var told = Set<Int32>()
         for sub in d.subscriptions {
             sub.client.subscriptions[sub.id] = nil
-            sub.client.pendingTicks.removeAll { $0 === sub }
+            sub.client.pendingTicks.removeAll { $0.sub === sub }
             settle(sub.client)
             if told.insert(sub.client.fd).inserted { send(message, to: sub.client) }
             if keepWaiting(sub) { send(waitingAnswer(sub.id), to: sub.client) }
@@ -117,7 +117,7 @@ extension Server {
     func turnOff(_ d: Display) {
         statusDirty = true
         logger.info("display \(d.id) (\(d.source.connectorName)) is off")
-        if source.isActive(d.key) { try? source.setActive(d.key, false, token: d.id) }
+        if source.isActive(d.key) { try? source.setActive(d.key, false, token: d.token) }
         d.state = .off
         d.turnedOff()
         d.offSinceNs = monotonicNow()
@@ -170,7 +170,7 @@ extension Server {
         let want = d.wantsVBlank
         guard want != source.isActive(d.key) else { return updatePacing(d) }
         do throws(VBlankFailure) {
-            try source.setActive(d.key, want, token: d.id)
+            try source.setActive(d.key, want, token: d.token)
             if want && d.vblankRefused {
                 d.vblankRefused = false
                 d.resetModel()  // real vblanks again: the model restarts from them

@@ -73,7 +73,7 @@ extension Server {
             if let latest = latestVBlank(d, now: now) { deliverPaced(d, latest: latest, now: now) }
             if d.state == .off, now &- d.lastRecheckNs >= UInt64(d.model.periodNs) {
                 recheck(d, now: now)
-                guard displayByID[d.id] === d else { continue }
+                guard displaySlots.contains(d) else { continue }
             }
             updatePacing(d, now: now, arm: false)
         }

@@ -65,7 +65,7 @@ extension Server {
     /// nobody follows.
     func refreshDisplays() {
         let now = monotonicNow()
-        for d in displays where displayByID[d.id] === d { recheck(d, now: now) }
+        for d in displays where displaySlots.contains(d) { recheck(d, now: now) }
         rescanIfStale()
         updatePrimary()
     }
@@ -94,7 +94,7 @@ extension Server {
         let now = primaryID
         guard now != lastPrimaryID else { return }
         if let old = lastPrimaryID, let new = now {
-            logger.info("primary display: \(old) → \(new) (\(displayByID[new]?.source.connectorName ?? "?"))")
+            logger.info("primary display: \(old) → \(new) (\(displays.first { $0.id == new }?.source.connectorName ?? "?"))")
         }
         lastPrimaryID = now
         statusDirty = true

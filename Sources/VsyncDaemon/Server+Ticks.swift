@@ -30,7 +30,7 @@ extension Server {
             guard d.fruitlessRechecks < 3 else { continue }
             let before = d.source
             recheck(d)
-            if d.state == .on, displayByID[d.id] === d, d.source.sameMode(as: before) { d.fruitlessRechecks += 1 }
+            if d.state == .on, displaySlots.contains(d), d.source.sameMode(as: before) { d.fruitlessRechecks += 1 }
         }
     }
 
@@ -38,10 +38,10 @@ extension Server {
         for event in events {
             switch event {
             case let .vblank(token, sequence, timestamp):
-                guard let d = displayByID[token], d.state == .on else { continue }
+                guard let d = displaySlots[token], d.state == .on else { continue }
                 vblank(d, sequence: sequence, timestampNs: timestamp)
             case let .failed(token, failure):
-                guard let d = displayByID[token] else { continue }
+                guard let d = displaySlots[token] else { continue }
                 handleFailure(d, failure)
             case .devicesChanged:
                 hotplugged()
@@ -118,9 +118,9 @@ extension Server {
     func offer(_ tick: Tick, to sub: Subscription) {
         let client = sub.client
         guard client.closeReason == nil else { return }
-        if sub.pending != nil {
+        if !client.pendingTicks.isEmpty, let i = client.pendingIndex(of: sub) {
             sub.skipped &+= 1  // the older pending tick is replaced, never sent
-            sub.pending = tick
+            client.pendingTicks[i].tick = tick
             return
         }
         if !client.isBlocked {
@@ -130,8 +130,7 @@ extension Server {
             case .failed(let e): sendFailed(client, e); return
             }
         }
-        sub.pending = tick
-        client.pendingTicks.append(sub)
+        client.pendingTicks.append((sub, tick))
         markBlocked(client)
     }
 

@@ -29,11 +29,14 @@ final class Server {
     var roles = DescriptorTable<Role>()
     var sourceFDs: Set<Int32> = []
     var clients: [Int32: Client] = [:]
-    /// In the order found (the first on is primary), and by id: a source event's token.
+    /// Clients with `blockedSinceNs` set, so housekeeping need not scan the clients for them.
+    var blockedClients = 0
+    /// In the order found (the first on is primary), and by slot (see `DisplaySlots`): a
+    /// source event's token finds its display with one indexed load.
     var displays: [Display] = [] {
-        didSet { displayByID = Dictionary(uniqueKeysWithValues: displays.map { ($0.id, $0) }) }
+        didSet { displaySlots.update(displays) }
     }
-    private(set) var displayByID: [UInt32: Display] = [:]
+    private(set) var displaySlots = DisplaySlots()
     /// Storage reused by `handleSource` for each read's events.
     var sourceEvents: [SourceEvent] = []
     /// CLOCK_BOOTTIME against CLOCK_MONOTONIC, read once per source read (`checkSuspend`).
@@ -148,7 +151,7 @@ final class Server {
     func shutdown() {
         notifier?.notify("STOPPING=1")
         for client in Array(clients.values) { disconnect(client, reason: "daemon stopping", level: .info) }
-        for d in displays where source.isActive(d.key) { try? source.setActive(d.key, false, token: d.id) }
+        for d in displays where source.isActive(d.key) { try? source.setActive(d.key, false, token: d.token) }
         logger.info("vsyncd stopped")
     }
 
@@ -181,7 +184,7 @@ final class Server {
     func updateHousekeeping() {
         let ticking = displays.contains { source.isActive($0.key) }
         let busy = ticking || displays.contains { $0.state == .off && !$0.subscriptions.isEmpty }
-            || clients.values.contains { $0.blockedSinceNs != nil || !$0.waiting.isEmpty } || source.wantsRescanSoon || rescanAgainAtNs != nil
+            || blockedClients > 0 || clients.values.contains { !$0.waiting.isEmpty } || source.wantsRescanSoon || rescanAgainAtNs != nil
         var interval: UInt64? = busy ? (ticking ? Self.fallbackHousekeepingNs : Self.housekeepingNs) : nil
         if listenerPausedUntilNs != nil { interval = 100_000_000 }
         if let w = notifier?.watchdogIntervalNs { interval = min(interval ?? w, w) }

@@ -20,9 +20,6 @@ final class Subscription {
     var pageOnly = false
     /// The frame the pacing timer will wake the client for next.
     var pacer = FramePacer()
-    /// The newest tick not yet sent (the client's socket was full): ticks are coalesced here,
-    /// never queued.
-    var pending: Tick?
     /// Due ticks not delivered since the last delivered one (replaced while pending, or never
     /// seen because the vblank was missed).
     var skipped: UInt32 = 0
@@ -52,7 +49,7 @@ final class Subscription {
     /// Forgets coalesced state: after pause, a rate change or a display going off, the next
     /// tick starts a fresh count.
     func resetDelivery() {
-        pending = nil
+        client.pendingTicks.removeAll { $0.sub === self }
         skipped = 0
         lastDueSequence = nil
         pacer.reschedule()

@@ -45,8 +45,8 @@ enum VBlankFailure: Error, Equatable, Sendable {
     case other(String)
 }
 
-/// Events name their display by the token the server gave `setActive`: its display id, so the
-/// server finds the display in one lookup.
+/// Events name their display by the token the server gave `setActive`: its slot and the slot's
+/// generation (`DisplaySlots`), so the server finds the display with one indexed load.
 enum SourceEvent: Sendable {
     case vblank(token: UInt32, sequence: UInt64, timestampNs: UInt64)
     case failed(token: UInt32, VBlankFailure)

@@ -190,7 +190,7 @@ struct TraceRecorder {
 
     private mutating func refill(_ w: Int) {
         do throws(DRMError) {
-            try watched[w].card.fillVBlankQueue(crtcID: watched[w].display.crtcID, token: UInt64(watched[w].display.id))
+            try watched[w].card.fillVBlankQueue(crtcID: watched[w].display.crtcID, token: UInt32(watched[w].display.id))
         } catch {
             // Off (or going): the next rescan writes the off line.
         }

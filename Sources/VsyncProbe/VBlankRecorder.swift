@@ -19,7 +19,7 @@ enum VBlankRecorder {
         let timeoutMs = Int32(max(2000, 10 * periodMs))
         var samples: [VBlankSample] = []
         samples.reserveCapacity(frames)
-        var token: UInt64 = 1
+        var token: UInt32 = 1
         try card.queueVBlank(crtc: crtc, token: token)
         var pfd = pollfd(fd: card.fileDescriptor, events: Int16(POLLIN), revents: 0)
         while samples.count < frames {
@@ -59,7 +59,7 @@ enum VBlankRecorder {
         let slowestMs = targets.map { $0.crtc.mode?.refreshRate.map { 1000 / $0.hertz } ?? 100 }.max() ?? 100
         let timeoutMs = Int32(max(2000, 10 * slowestMs))
         // The token is the target's index: it comes back in its events.
-        for (i, target) in targets.enumerated() { try target.card.queueVBlank(crtc: target.crtc, token: UInt64(i)) }
+        for (i, target) in targets.enumerated() { try target.card.queueVBlank(crtc: target.crtc, token: UInt32(i)) }
         // Targets on one card share its fd: poll each card once.
         var cards: [Card] = []
         for target in targets where !cards.contains(where: { $0 === target.card }) { cards.append(target.card) }

@@ -10,6 +10,9 @@ struct ClientOptions: Sendable {
     var workNs: UInt64 = 0
     var readyFD: Int32 = 3
     var maxSeconds = 600
+    /// A file with the measured window, "START END" (CLOCK_MONOTONIC ns), read at SIGUSR1: only
+    /// ticks stamped inside it are recorded.
+    var windowFile: String?
     var socketPath = ProcessInfo.processInfo.environment["VSYNCD_SOCKET"] ?? "/run/vsyncd/vsyncd.sock"
 
     static func parse(_ argv: [String]) -> ClientOptions {
@@ -32,6 +35,7 @@ struct ClientOptions: Sendable {
             case "--ready-fd": o.readyFD = Int32(value()) ?? 3
             case "--max-seconds": o.maxSeconds = Int(value()) ?? 600
             case "--socket": o.socketPath = value()
+            case "--window-file": o.windowFile = value()
             default: usage("unknown argument \(argv[i])")
             }
             i += 1

@@ -8,6 +8,8 @@ import Synchronization
 final class Recorder: Sendable {
     private struct State {
         var recording = false
+        /// Ticks stamped outside it are not recorded (nil: every tick while recording).
+        var window: Range<UInt64>?
         var sawTick = false
         var onFirstTick: (@Sendable () -> Void)?
         var histogram = Histogram<UInt64>(lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000_000,
@@ -31,9 +33,10 @@ final class Recorder: Sendable {
         set { state.withLock { $0.onFirstTick = newValue } }
     }
 
-    func startRecording() {
+    func startRecording(window: Range<UInt64>? = nil) {
         state.withLock { s in
             s.recording = true
+            s.window = window
             s.previousSequence = nil
             s.histogram.reset()
             s.received = 0; s.lost = 0; s.skipped = 0
@@ -45,6 +48,7 @@ final class Recorder: Sendable {
         let first = state.withLock { s -> (@Sendable () -> Void)? in
             defer { s.sawTick = true }
             guard s.recording else { return s.sawTick ? nil : s.onFirstTick }
+            if let w = s.window, !w.contains(timestampNs) { return nil }
             if durationNs > 0 && intervalNs > 0 {
                 s.divisor = max(1, (intervalNs + durationNs / 2) / durationNs)
             }
@@ -58,6 +62,13 @@ final class Recorder: Sendable {
             return nil
         }
         first?()
+    }
+
+    /// The window vsync-bench wrote: "START END", ns.
+    static func readWindow(_ path: String) -> Range<UInt64>? {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        let v = text.split(whereSeparator: \.isWhitespace).compactMap { UInt64($0) }
+        return v.count == 2 && v[0] < v[1] ? v[0]..<v[1] : nil
     }
 
     func note(_ text: String) {

@@ -67,7 +67,7 @@ struct DaemonRun {
         for i in 0..<count {
             do {
                 let c = try ChildProcess.spawn(
-                    client, ["--index", "\(i)", "--mode", mode, "--max-seconds", "\(maxSeconds)"]
+                    client, ["--index", "\(i)", "--mode", mode, "--max-seconds", "\(maxSeconds)", "--window-file", dir + "/window"]
                         + (workNs > 0 ? ["--work-ns", "\(workNs)"] : []),
                     environment: ["VSYNCD_SOCKET": socket],
                     stdoutPath: dir + "/client-\(i).json", stderrPath: dir + "/clients.log",
@@ -117,16 +117,24 @@ struct DaemonRun {
         }
         usleep(UInt32(warmup * 1e6))
 
-        guard let before = ProcSample.read(pid: session.daemon.pid) else {
+        guard var before = ProcSample.read(pid: session.daemon.pid) else {
             notes += session.stop()
             throw BenchError("vsyncd died during warm-up: \(tail(session.dir + "/vsyncd.log"))")
         }
-        let t0 = Monotonic.seconds
+        // The clients record only ticks stamped inside one window, as the C floor's clients
+        // record the ticks its sender flags: it opens 100 ms after SIGUSR1 and SIGUSR2 comes
+        // 100 ms after it closes, so no client records while the others reset their histograms
+        // or exit (a burst of 100 processes on 2 CPUs that stalled the last ones 30-120 ms).
+        let windowStart = Monotonic.nanoseconds + 100_000_000, windowEnd = windowStart + UInt64(seconds * 1e9)
+        try "\(windowStart) \(windowEnd)\n".write(toFile: session.dir + "/window", atomically: true, encoding: .utf8)
         for c in session.clients { c.signal(SIGUSR1) }
+        sleepUntil(windowStart)
+        before = ProcSample.read(pid: session.daemon.pid) ?? before
+        let t0 = Monotonic.seconds
         var peakRSS = before.rssKiB
         var after = before
-        while Monotonic.seconds - t0 < seconds {
-            usleep(250_000)
+        while Monotonic.nanoseconds < windowEnd {
+            usleep(UInt32(min(250_000, (windowEnd &- min(windowEnd, Monotonic.nanoseconds)) / 1000)))
             guard let s = ProcSample.read(pid: session.daemon.pid) else { break }
             peakRSS = max(peakRSS, s.rssKiB)
             after = s
@@ -134,6 +142,7 @@ struct DaemonRun {
         let t1 = Monotonic.seconds
         if let s = ProcSample.read(pid: session.daemon.pid) { after = s; peakRSS = max(peakRSS, s.rssKiB) }
         else { notes.append("vsyncd died during the run: \(tail(session.dir + "/vsyncd.log"))") }
+        sleepUntil(windowEnd + 100_000_000)  // ticks stamped before the end still on their way
         for c in session.clients { c.signal(SIGUSR2) }
 
         // Collect the clients' reports (bounded), then stop everything.
@@ -208,6 +217,12 @@ struct DaemonRun {
 }
 
 /// The last few hundred characters of a log, for error lines.
+/// Sleeps until CLOCK_MONOTONIC reaches `ns` (at once if it has).
+func sleepUntil(_ ns: UInt64) {
+    var ts = timespec(tv_sec: Int(ns / 1_000_000_000), tv_nsec: Int(ns % 1_000_000_000))
+    while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR {}
+}
+
 func tail(_ path: String) -> String {
     guard let text = try? String(contentsOfFile: path, encoding: .utf8), !text.isEmpty else { return "(no log)" }
     return String(text.suffix(400)).replacingOccurrences(of: "\n", with: " | ")

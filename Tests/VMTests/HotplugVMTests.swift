@@ -107,7 +107,17 @@ struct HotplugVMTests {
         #expect(events.contains("removed") && events.contains("waiting"), "dock follower's events: \(events)")
         #expect(out.status("dock") == 0 && !out.all("dock.err").contains { $0.contains("gone") }, "\(out.all("dock.err"))")
         let back = try #require(out.ticks("dock").first { $0.timestampNs > enable }, "the follower did not resume: \(events)")
-        #expect(back.timestampNs - enable < 5_000_000_000)
+        // What vsyncd owes is a prompt resume once the card's display is lit again, not the
+        // enable step itself (configfs, the new node, a debug vkms-modeset starting in a TCG
+        // guest): that took 2.6 to 16 s on a loaded host, main's vsyncd and the one-hop tick path
+        // alike, so a bound from the enable step measured the host. The returned card is a new
+        // device whose CRTC counts its vblanks from 0 when the mode set lights it: the first
+        // tick's sequence is the frames that passed before the follower resumed (7 to 45 seen:
+        // the rescan that finds the display runs four times a second).
+        let periodNs = customModePeriodNs(75)
+        let litNs = Double(back.timestampNs) - Double(back.seq) * periodNs
+        print("card disabled and enabled: lit \((litNs - Double(enable)) / 1e6) ms after the enable step, first tick \(back.seq) frames later")
+        #expect(Double(back.seq) * periodNs < 2e9, "the follower resumed \(back.seq) frames after the card's display was lit again")
         // The card's fd was closed while it was gone and one opened again: no leak.
         let before = Int(out.all("fds.before").first ?? ""), gone = Int(out.all("fds.gone").first ?? ""), after = Int(out.all("fds.after").first ?? "")
         #expect(gone.map { $0 < before ?? 0 } == true && after == before, "vsyncd's fds: \(String(describing: before)) → \(String(describing: gone)) → \(String(describing: after))")

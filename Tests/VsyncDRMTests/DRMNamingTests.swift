@@ -4,8 +4,6 @@ import VsyncCore
 @testable import VsyncDRM
 
 /// Names, encodings and mode conversions: the parts of the DRM layer that need no device.
-// Serialized: two tests share the process-wide EventSink, and one checks its capacity.
-@Suite(.serialized)
 struct DRMNamingTests {
     @Test(arguments: [
         (UInt32(15), UInt32(1), "Virtual-1"),   // DRM_MODE_CONNECTOR_VIRTUAL
@@ -68,40 +66,46 @@ struct DRMNamingTests {
         #expect(Card.primaryNodePaths(directory: dir.path + "/missing").isEmpty)
     }
 
-    @Test func eventSinkHandsEachFdOnlyItsOwnEvents() {
-        EventSink.record(RawEvent(fd: -7, serial: 1, sequence: 10, timestampNs: 100, isLegacy: false))
-        EventSink.record(RawEvent(fd: -8, serial: 2, sequence: 20, timestampNs: 200, isLegacy: true))
-        EventSink.record(RawEvent(fd: -7, serial: 3, sequence: 11, timestampNs: 110, isLegacy: false))
-        var mine: [RawEvent] = [RawEvent(fd: -7, serial: 0, sequence: 0, timestampNs: 0, isLegacy: false)]
-        EventSink.take(fd: -7, into: &mine)
-        #expect(mine.map(\.serial) == [0, 1, 3], "appended after what the caller had, in order")
-        mine.removeAll(keepingCapacity: true)
-        EventSink.take(fd: -7, into: &mine)
-        #expect(mine.isEmpty)
-        EventSink.record(RawEvent(fd: -7, serial: 4, sequence: 12, timestampNs: 120, isLegacy: false))
-        EventSink.discard(fd: -7)
-        EventSink.take(fd: -8, into: &mine)
-        #expect(mine.map(\.serial) == [2], "discarding one fd's events keeps the others'")
-        mine.removeAll()
-        EventSink.take(fd: -7, into: &mine)
-        #expect(mine.isEmpty)
+    /// Writes events as the kernel lays them out (<drm/drm.h>): a `drm_event` header, then the body.
+    private static func event(type: UInt32, length: UInt32 = 32, userData: UInt64, a: UInt64, b: UInt64) -> [UInt8] {
+        var bytes: [UInt8] = []
+        func put<T: FixedWidthInteger>(_ v: T) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
+        put(type); put(length); put(userData); put(a); put(b)
+        bytes += [UInt8](repeating: 0, count: max(0, Int(length) - 32))
+        return bytes
     }
 
-    @Test func eventSinkKeepsItsCapacityAcrossReads() {
-        var mine: [RawEvent] = []
-        mine.reserveCapacity(8)
-        EventSink.record(RawEvent(fd: -9, serial: 1, sequence: 1, timestampNs: 1, isLegacy: false))
-        EventSink.take(fd: -9, into: &mine)
-        let before = EventSink.buffer.withLock { $0.capacity }
-        #expect(before >= 1)
-        for round in 2...50 {
-            mine.removeAll(keepingCapacity: true)
-            EventSink.record(RawEvent(fd: -9, serial: UInt64(round), sequence: UInt64(round), timestampNs: 1, isLegacy: false))
-            EventSink.take(fd: -9, into: &mine)
-            #expect(mine.map(\.serial) == [UInt64(round)])
-        }
-        // The old take handed its buffer over, so every read copied it into a new allocation.
-        #expect(EventSink.buffer.withLock { $0.capacity } == before)
-        #expect(mine.capacity == 8)
+    private static func decode(_ bytes: [UInt8]) -> [RawVBlank] {
+        var out: [RawVBlank] = []
+        bytes.withUnsafeBytes { Card.decodeEvents($0) { out.append($0) } }
+        return out
+    }
+
+    @Test func decodesBothVBlankEventKindsAndSkipsOthers() {
+        let userData = VBlankEvent.userData(pipe: 2, token: 0x0003_0007)
+        // drm_event_vblank: tv_sec 5, tv_usec 250, sequence 0xFFFF_FFFE, crtc_id 41.
+        let legacy = Self.event(type: 0x01, userData: userData, a: 5 | 250 << 32, b: 0xFFFF_FFFE | 41 << 32)
+        // A page flip (type 2), 40 bytes long: skipped by its length.
+        let flip = Self.event(type: 0x02, length: 40, userData: 9, a: 1, b: 1)
+        // drm_event_crtc_sequence: time_ns, sequence.
+        let sequence = Self.event(type: 0x03, userData: userData, a: 123_456_789, b: 1 << 40)
+        let raws = Self.decode(legacy + flip + sequence)
+        #expect(raws == [
+            RawVBlank(userData: userData, sequence: 0xFFFF_FFFE, timestampNs: 5_000_250_000, isLegacy: true),
+            RawVBlank(userData: userData, sequence: 1 << 40, timestampNs: 123_456_789, isLegacy: false),
+        ])
+        #expect(raws[0].userData >> 32 == 2 && UInt32(truncatingIfNeeded: raws[0].userData) == 0x0003_0007,
+                "the pipe and the token come back whole")
+    }
+
+    @Test func stopsAtAHeaderThatDoesNotFit() {
+        let good = Self.event(type: 0x03, userData: 1, a: 10, b: 20)
+        var bad = Self.event(type: 0x03, userData: 2, a: 11, b: 21)
+        bad[4] = 200  // says 200 bytes, has 32
+        #expect(Self.decode(good + bad).map(\.userData) == [1])
+        #expect(Self.decode(good + Array(good.prefix(12))).map(\.userData) == [1], "a partial header is not read")
+        var zero = good
+        zero[4] = 0  // length 0 would loop forever
+        #expect(Self.decode(zero + good).isEmpty)
     }
 }

@@ -13,6 +13,9 @@ public struct SequenceWidener: Sendable, Hashable {
 
     public init() {}
 
+    /// Resumes from a widened value kept elsewhere (VsyncDRM keeps it in an atomic).
+    public init(newest: UInt64?) { self.newest = newest }
+
     /// Widens `raw`. Older values than the newest do not move `newest`.
     /// An older value that would fall below zero (possible only just after the first value,
     /// if that one came right after a wrap) saturates at 0.
