@@ -4,6 +4,7 @@ import Foundation
 import Glibc
 import Testing
 import VsyncCore
+@testable import VsyncClientCore  // VBlankTiming from a page record, as the client core reads it
 @testable import VsyncDaemon
 
 /// The timing page (protocol 5) as vsyncd serves it: one sealed memfd, passed after WELCOME,
@@ -183,15 +184,5 @@ extension VsyncdTests {
             #expect(abs(Double(predicted) - Double(b.anchor_ns)) < 50_000, "\(predicted) vs \(b.anchor_ns)")
             #expect(page.header.server_pid == UInt32(daemon.process.processIdentifier))
         }
-    }
-}
-
-extension VBlankTiming {
-    /// A record as the C reader copied it.
-    init(_ v: vsync_page_values) {
-        self.init(displayID: v.display_id, generation: v.generation, flags: v.flags, lastSequence: v.last_sequence,
-                  lastTimestampNs: v.last_timestamp_ns, anchorSequence: v.anchor_sequence, anchorNs: v.anchor_ns,
-                  periodWholeNs: v.period_ns, periodFraction: v.period_frac, refreshMillihertz: v.refresh_mhz,
-                  minimumIntervalNs: v.min_interval_ns, maximumIntervalNs: v.max_interval_ns, updatedNs: v.updated_ns)
     }
 }

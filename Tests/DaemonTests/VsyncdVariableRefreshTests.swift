@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import Testing
 import VsyncCore
+@testable import VsyncClientCore
 @testable import VsyncDaemon
 
 extension VsyncdTests {

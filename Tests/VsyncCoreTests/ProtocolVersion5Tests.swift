@@ -89,7 +89,28 @@ struct ProtocolVersion5Tests {
         #expect(DisplayEventKind.variableRefreshChanged.minimumVersion == 5)
         #expect(DisplayEventKind.allCases.filter { $0 != .variableRefreshChanged }.allSatisfy { $0.minimumVersion == 1 })
         #expect(WireProtocol.currentVersion == 5)
-        #expect(DisplayFlags.defined(version: 4) == [.hardwareClock, .synthetic, .primary, .interruptTimestamps])
+        #expect(DisplayFlags.definedAfter(version: 4) == [.variable, .variableCapable])
+        #expect(DisplayFlags.definedAfter(version: 3) == [.interruptTimestamps, .variable, .variableCapable])
+        #expect(DisplayFlags.definedAfter(version: 5).isEmpty)
+    }
+
+    /// The client fuzzer's find: a record decoded with a bit no version defines (bit 31) and
+    /// written again at the same version must keep it, so the round trip is the identity; only
+    /// the bits a later version defines are cleared for an older connection.
+    @Test func bitsNoVersionDefinesPassThroughAndLaterOnesAreCleared() throws {
+        var display = DisplayInfo(displayID: 1, crtcID: 0, connectorID: 0, state: .on,
+                                  flags: DisplayFlags(rawValue: 0x8000_0006).union(.variable), refreshMillihertz: 60_000,
+                                  periodNs: 16_666_667, width: 0, height: 0, connectorName: "timer", deviceName: "timer")
+        display.generation = 0
+        let event = ServerMessage.displayEvent(DisplayEvent(kind: .on, display: display))
+        guard case .displayEvent(let back)? = try ServerMessage.decode(event.encoded(version: 5)) else {
+            Issue.record("no display event"); return
+        }
+        #expect(back.display.flags.rawValue == 0x8000_0016)
+        guard case .displayEvent(let old)? = try ServerMessage.decode(event.encoded(version: 4)) else {
+            Issue.record("no display event"); return
+        }
+        #expect(old.display.flags.rawValue == 0x8000_0006, "bit 4 (variable, version 5) cleared for version 4")
     }
 
     /// A zero pair is "not sampled" (DISPLAY_LIST and SUBSCRIBED records carry none).

@@ -82,7 +82,7 @@ extension DisplayInfo {
         w.u32(displayID); w.u32(crtcID); w.u32(connectorID)
         w.u8(state.rawValue); w.zeros(3)
         // A flag bit and a reserved field gain meaning only with the version that defines them.
-        w.u32(flags.intersection(.defined(version: version)).rawValue)
+        w.u32(flags.subtracting(.definedAfter(version: version)).rawValue)
         w.u32(version >= 4 ? generation : 0)
         w.u64(refreshMillihertz); w.u64(periodNs)
         w.u16(width); w.u16(height); w.zeros(4)

@@ -150,9 +150,11 @@ public struct DisplayFlags: OptionSet, Sendable, Hashable {
     public static let variable = DisplayFlags(rawValue: 1 << 4)
     /// The connector says the monitor can do variable refresh (`vrr_capable`). Protocol 5.
     public static let variableCapable = DisplayFlags(rawValue: 1 << 5)
-    /// The bits each version defines; a connection gets only its version's.
-    public static func defined(version: UInt16) -> DisplayFlags {
-        DisplayFlags(rawValue: version >= 5 ? 0x3F : version >= 4 ? 0x0F : 0x07)
+    /// The bits a later protocol version gave meaning to: a connection at `version` never sees
+    /// them. Other bits pass as they are (a reader ignores the bits it does not know, § 8), so a
+    /// record decoded and written again at the same version keeps every bit it had.
+    public static func definedAfter(version: UInt16) -> DisplayFlags {
+        DisplayFlags(rawValue: version >= 5 ? 0 : version >= 4 ? 0x30 : 0x38)
     }
 }
 
