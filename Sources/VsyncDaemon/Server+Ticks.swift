@@ -84,6 +84,7 @@ extension Server {
         // Subscribers mostly share a divisor: predict once per distinct divisor, not per subscriber.
         var predictedDivisor: UInt32 = 0
         var timelines = FrameTimelines()
+        var stamp: UInt64 = 0
         var paced = false
         for sub in d.subscriptions where !sub.paused {
             if sub.pageOnly { continue }
@@ -102,6 +103,9 @@ extension Server {
             if sub.divisor != predictedDivisor {
                 predictedDivisor = sub.divisor
                 timelines = FramePacing.timelines(from: sequence &+ divisor, divisor: sub.divisor, predict: predict)
+                // One tick per group, encoded once per protocol version and patched per subscriber.
+                lastTickStamp &+= 1
+                stamp = lastTickStamp
             }
             let tick = Tick(
                 subscriptionID: sub.id, displayID: d.id, sequence: sequence, timestampNs: timestampNs,
@@ -109,13 +113,14 @@ extension Server {
                 displayIntervalNs: interval, clientIntervalNs: interval &* divisor,
                 skipped: 0, divisor: sub.divisor, flags: flags,
                 targetSequence: timelines[0].sequence, timelines: timelines, generation: d.generation)
-            offer(tick, to: sub)
+            offer(tick, to: sub, stamp: stamp)
         }
         if paced || d.nextWakeNs != nil { updatePacing(d) }
     }
 
     /// Sends a tick now if the client's socket has room, else keeps it as the newest pending one.
-    func offer(_ tick: Tick, to sub: Subscription) {
+    /// `stamp`: the tick's group in this vblank's sends (`sendTicks`), 0 for a tick of its own.
+    func offer(_ tick: Tick, to sub: Subscription, stamp: UInt64 = 0) {
         let client = sub.client
         guard client.closeReason == nil else { return }
         if !client.pendingTicks.isEmpty, let i = client.pendingIndex(of: sub) {
@@ -124,7 +129,7 @@ extension Server {
             return
         }
         if !client.isBlocked {
-            switch sendTick(tick, sub) {
+            switch sendTick(tick, sub, stamp: stamp) {
             case .sent: return
             case .full: break
             case .failed(let e): sendFailed(client, e); return
@@ -134,10 +139,20 @@ extension Server {
         markBlocked(client)
     }
 
-    func sendTick(_ tick: Tick, _ sub: Subscription) -> Client.SendResult {
-        var t = tick
-        t.skipped = sub.skipped
-        let n = t.encode(into: tickBuffer, version: sub.client.version ?? WireProtocol.minimumVersion)
+    func sendTick(_ tick: Tick, _ sub: Subscription, stamp: UInt64 = 0) -> Client.SendResult {
+        let version = sub.client.version ?? WireProtocol.minimumVersion
+        let n: Int
+        if stamp != 0 && encodedTick.stamp == stamp && encodedTick.version == version {
+            // The buffer holds this very tick for another subscriber: only whose it is and its
+            // skipped count differ.
+            Tick.patch(tickBuffer, subscriptionID: tick.subscriptionID, skipped: sub.skipped)
+            n = encodedTick.size
+        } else {
+            var t = tick
+            t.skipped = sub.skipped
+            n = t.encode(into: tickBuffer, version: version)
+            encodedTick = (stamp, version, n)
+        }
         let result = Client.send(sub.client.fd, tickBuffer.baseAddress, n)
         if case .sent = result { sub.skipped = 0 }
         return result

@@ -66,6 +66,10 @@ final class Server {
     /// Reused buffers: received datagrams and encoded ticks (the hot path allocates nothing).
     let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: WireProtocol.maxMessageSize + 1, alignment: 8)
     let tickBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Tick.wireSize, alignment: 8)
+    /// What `tickBuffer` holds: the tick of stamp `stamp` (one per divisor group of one vblank's
+    /// ticks, 0 for any other tick) encoded for `version`, `size` bytes (`Server.sendTick`).
+    var encodedTick: (stamp: UInt64, version: UInt16, size: Int) = (0, 0, 0)
+    var lastTickStamp: UInt64 = 0
 
     /// The send buffer each client socket gets. Small on purpose: the socket buffer is itself a
     /// queue of stale ticks, so it should hold only a few frames (it must fit one 4096-byte message).

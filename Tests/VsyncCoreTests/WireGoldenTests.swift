@@ -105,4 +105,26 @@ struct ProtocolGoldenBytesTests {
         #expect(m.encoded() == bytes)
         #expect(try ServerMessage.decode(bytes) == m)
     }
+
+    /// The daemon encodes a tick once per divisor group and version and patches it per
+    /// subscriber: the patched bytes are exactly the tick encoded for that subscriber.
+    @Test(arguments: [1, 2, 3, 4, 5] as [UInt16])
+    func aPatchedTickIsTheTickEncodedForItsSubscriber(version: UInt16) {
+        var first = sampleTick()
+        first.flags.insert(.variable)
+        first.generation = 9
+        var other = first
+        other.subscriptionID = 0xA1B2_C3D4
+        other.skipped = 77
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Tick.wireSize, alignment: 8)
+        defer { buffer.deallocate() }
+        let n = first.encode(into: buffer, version: version)
+        Tick.patch(buffer, subscriptionID: other.subscriptionID, skipped: other.skipped)
+        let patched = Array(buffer.prefix(n))
+        let direct = [UInt8](unsafeUninitializedCapacity: Tick.wireSize) { out, count in
+            count = other.encode(into: UnsafeMutableRawBufferPointer(out), version: version)
+        }
+        #expect(patched == direct)
+        #expect(patched != Array(buffer.prefix(0)) && n == (version >= 2 ? 152 : 72))
+    }
 }

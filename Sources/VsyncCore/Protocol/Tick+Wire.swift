@@ -34,6 +34,15 @@ extension Tick {
         return size
     }
 
+    /// Rewrites the two fields that differ between the subscribers of one tick (whose it is, and
+    /// its skipped count) in a TICK already encoded in `buffer`: the daemon encodes a tick once
+    /// per divisor and protocol version and patches it for each subscriber. Both fields sit in
+    /// the first 72 bytes, so every version's TICK has them where `encode` put them.
+    public static func patch(_ buffer: UnsafeMutableRawBufferPointer, subscriptionID: UInt32, skipped: UInt32) {
+        buffer.storeBytes(of: subscriptionID.littleEndian, toByteOffset: 8, as: UInt32.self)
+        buffer.storeBytes(of: skipped.littleEndian, toByteOffset: 56, as: UInt32.self)
+    }
+
     static func read(_ r: WireReader) throws(WireError) -> Tick {
         var tick = Tick(
             subscriptionID: try r.u32(8), displayID: try r.u32(12), sequence: try r.u64(16),
