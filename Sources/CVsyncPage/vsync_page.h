@@ -97,6 +97,24 @@ static inline void vsync_page_write(void *page, uint32_t index, const struct vsy
     __atomic_store_n(&r->seq, seq + 2, __ATOMIC_RELEASE);
 }
 
+/// The record's fields, each with a relaxed load: no lock taken (vsync_page_read takes it
+/// around this; a test's control reads without it).
+static inline void vsync_page_copy(const struct vsync_page_record *r, struct vsync_page_values *v) {
+    v->display_id = VSYNC_PAGE_LOAD(r->display_id);
+    v->generation = VSYNC_PAGE_LOAD(r->generation);
+    v->flags = VSYNC_PAGE_LOAD(r->flags);
+    v->last_sequence = VSYNC_PAGE_LOAD(r->last_sequence);
+    v->last_timestamp_ns = VSYNC_PAGE_LOAD(r->last_timestamp_ns);
+    v->anchor_sequence = VSYNC_PAGE_LOAD(r->anchor_sequence);
+    v->anchor_ns = VSYNC_PAGE_LOAD(r->anchor_ns);
+    v->period_ns = VSYNC_PAGE_LOAD(r->period_ns);
+    v->period_frac = VSYNC_PAGE_LOAD(r->period_frac);
+    v->refresh_mhz = VSYNC_PAGE_LOAD(r->refresh_mhz);
+    v->min_interval_ns = VSYNC_PAGE_LOAD(r->min_interval_ns);
+    v->max_interval_ns = VSYNC_PAGE_LOAD(r->max_interval_ns);
+    v->updated_ns = VSYNC_PAGE_LOAD(r->updated_ns);
+}
+
 /// A reader's copy of record `index`, consistent: 0, or -EAGAIN if the lock word stayed odd or
 /// kept moving for `tries` attempts (a daemon that died mid-write leaves it odd for ever).
 static inline int vsync_page_read(const void *page, uint32_t index, struct vsync_page_values *v, int tries) {
@@ -105,19 +123,7 @@ static inline int vsync_page_read(const void *page, uint32_t index, struct vsync
     for (int i = 0; i < tries; i++) {
         uint32_t before = __atomic_load_n(&r->seq, __ATOMIC_ACQUIRE);
         if (before & 1u) continue;
-        v->display_id = VSYNC_PAGE_LOAD(r->display_id);
-        v->generation = VSYNC_PAGE_LOAD(r->generation);
-        v->flags = VSYNC_PAGE_LOAD(r->flags);
-        v->last_sequence = VSYNC_PAGE_LOAD(r->last_sequence);
-        v->last_timestamp_ns = VSYNC_PAGE_LOAD(r->last_timestamp_ns);
-        v->anchor_sequence = VSYNC_PAGE_LOAD(r->anchor_sequence);
-        v->anchor_ns = VSYNC_PAGE_LOAD(r->anchor_ns);
-        v->period_ns = VSYNC_PAGE_LOAD(r->period_ns);
-        v->period_frac = VSYNC_PAGE_LOAD(r->period_frac);
-        v->refresh_mhz = VSYNC_PAGE_LOAD(r->refresh_mhz);
-        v->min_interval_ns = VSYNC_PAGE_LOAD(r->min_interval_ns);
-        v->max_interval_ns = VSYNC_PAGE_LOAD(r->max_interval_ns);
-        v->updated_ns = VSYNC_PAGE_LOAD(r->updated_ns);
+        vsync_page_copy(r, v);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (VSYNC_PAGE_LOAD(r->seq) == before) return 0;
     }

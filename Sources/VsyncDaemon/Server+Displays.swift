@@ -140,8 +140,9 @@ extension Server {
     }
 
     func broadcastEvent(_ kind: DisplayEventKind, _ d: Display) {
-        publishTiming(d)
-        let message = ServerMessage.displayEvent(displayEvent(kind, d))
+        let event = displayEvent(kind, d)
+        publishTiming(d, flags: event.display.flags)
+        let message = ServerMessage.displayEvent(event)
         var told = Set<Int32>()
         for sub in d.subscriptions where (sub.client.version ?? 1) >= kind.minimumVersion && told.insert(sub.client.fd).inserted {
             send(message, to: sub.client)

@@ -43,9 +43,11 @@ extension Server {
 
     /// The whole record: after a change of the display (state, mode, model reset, vblank events
     /// on or off, primary) and from housekeeping, which keeps the timing-quality flag fresh.
-    func publishTiming(_ d: Display) {
+    /// `flags`: the display record's, when the caller has just made the record (a display
+    /// event), so its residuals are not computed twice.
+    func publishTiming(_ d: Display, flags: DisplayFlags? = nil) {
         guard d.pageSlot >= 0 else { return }
-        d.pageFlags = info(d).flags.rawValue & 0xFFFF
+        d.pageFlags = (flags ?? info(d).flags).rawValue & 0xFFFF
         writeRecord(d, current: source.isActive(d.key))
     }
 

@@ -126,20 +126,7 @@ static inline int pm_values_consistent(const struct vsync_page_values *v, uint32
 
 /// The record's fields copied with no seqlock: what a reader that skips the lock would see.
 static inline void pm_read_unlocked(const void *page, uint32_t index, struct vsync_page_values *v) {
-    struct vsync_page_record *r = vsync_page_record_at((void *)page, index);
-    v->display_id = VSYNC_PAGE_LOAD(r->display_id);
-    v->generation = VSYNC_PAGE_LOAD(r->generation);
-    v->flags = VSYNC_PAGE_LOAD(r->flags);
-    v->last_sequence = VSYNC_PAGE_LOAD(r->last_sequence);
-    v->last_timestamp_ns = VSYNC_PAGE_LOAD(r->last_timestamp_ns);
-    v->anchor_sequence = VSYNC_PAGE_LOAD(r->anchor_sequence);
-    v->anchor_ns = VSYNC_PAGE_LOAD(r->anchor_ns);
-    v->period_ns = VSYNC_PAGE_LOAD(r->period_ns);
-    v->period_frac = VSYNC_PAGE_LOAD(r->period_frac);
-    v->refresh_mhz = VSYNC_PAGE_LOAD(r->refresh_mhz);
-    v->min_interval_ns = VSYNC_PAGE_LOAD(r->min_interval_ns);
-    v->max_interval_ns = VSYNC_PAGE_LOAD(r->max_interval_ns);
-    v->updated_ns = VSYNC_PAGE_LOAD(r->updated_ns);
+    vsync_page_copy(vsync_page_record_at((void *)page, index), v);
 }
 
 /// A writer thread rewriting record `index` with pm_values_for(c) for c = 1, 2, …: every
