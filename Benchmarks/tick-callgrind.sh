@@ -4,6 +4,7 @@
 # seconds, then Server.vblank's inclusive instructions over its calls, and the whole program's.
 #
 #   Benchmarks/tick-callgrind.sh [VSYNCD] [N] [SECONDS]   # defaults: .build/release/vsyncd 100 10
+#   KEEP=1 Benchmarks/tick-callgrind.sh ...                 # keeps callgrind's output and annotation
 #
 # Compare two builds by running it on each with the same N and SECONDS (issue 22 item 1's
 # figures in docs/PERFORMANCE.md). The timer source does not read DRM: the DRM read path's
@@ -34,4 +35,4 @@ total=$(grep "PROGRAM TOTALS" "$a" | awk '{gsub(",","",$1); print $1}')
 set -- $(grep -E "=> .*6ServerC6vblank_8sequence11timestampNs.*\(" "$a" | sed -E 's/^ *([0-9,]+).*\(([0-9,]+)x\).*/\1 \2/' | tr -d , | awk '{i+=$1; c+=$2} END {print i+0, c+0}')
 [ "${2:-0}" -gt 0 ] || { echo "tick-callgrind: no Server.vblank calls found (see $a)" >&2; exit 1; }
 echo "N $n, ${secs} s at 240 Hz: Server.vblank $2 calls, $(( $1 / $2 )) Ir per vblank; whole program $(( total / $2 )) Ir per vblank"
-rm -rf "$dir"
+[ -n "${KEEP:-}" ] && echo "kept $dir" || rm -rf "$dir"

@@ -62,6 +62,11 @@ uid=$(awk '/^Uid:/ {print $2}' /proc/"$pid"/status)
 [ "$uid" -ge 61184 ] && [ "$uid" -le 65519 ]; check dynamic-user $? "uid $uid ($(show User))"
 groups=" $(awk '/^Groups:/ {$1=""; print}' /proc/"$pid"/status) "
 case "$groups" in *" $video "*) true ;; *) false ;; esac; check group-video $? "groups:$groups"
+# CPUSchedulingPolicy=rr, CPUSchedulingPriority=1 and LimitRTTIME=500ms, applied with
+# RestrictRealtime=yes in force (field 41 of stat is the policy, 2 = SCHED_RR; 40 the priority).
+sched=$(awk '{print $41 ":" $40}' /proc/"$pid"/stat)
+rttime=$(awk '/^Max realtime timeout/ {print $4 ":" $5}' /proc/"$pid"/limits)
+[ "$sched" = 2:1 ] && [ "$rttime" = 500000:500000 ]; check realtime-rr-1 $? "policy:rt_priority $sched, RLIMIT_RTTIME soft:hard $rttime us"
 fds=$(ls -l /proc/"$pid"/fd 2>&1 | grep -c /dev/dri/card0)
 [ "$fds" -ge 1 ]; check device-open $? "/dev/dri/card0 open $fds time(s)"
 

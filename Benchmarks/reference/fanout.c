@@ -13,6 +13,11 @@
 // waiting (MSG_DONTWAIT) and acts on the newest tick only, so a client that fell behind counts
 // the ticks it passed over as lost rather than working through a backlog (the draining floor).
 //
+// --nice N, --rr P or --fifo P schedule the sender so once its clients are forked (vsync-bench
+// gives it what vsyncd gets, which is what vsyncd.service sets), so both senders compete alike.
+// --epoll makes the sender wait in epoll_wait on its timerfd before reading it, as an event loop
+// that also serves sockets and signals must: the floor's cost with vsyncd's way of waking.
+//
 // Build: cc -O2 -o fanout fanout.c      Run: ./fanout --clients N --rate HZ --seconds S
 // Prints one JSON line (see report()). Only the ticks after --warmup seconds are measured,
 // so process start-up and first-touch page faults stay out of the figures, as in vsync-bench.
@@ -24,6 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -125,15 +132,16 @@ static double percentile_us(const uint32_t *sorted, uint64_t count, double p) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: fanout --clients N --rate HZ --seconds S [--warmup S] [--stamp deadline|wake] [--sndbuf BYTES] [--work-ns W] [--drain]\n");
+    fprintf(stderr, "usage: fanout --clients N --rate HZ --seconds S [--warmup S] [--stamp deadline|wake] [--sndbuf BYTES] [--work-ns W] [--drain] [--nice N | --rr P | --fifo P] [--epoll]\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
     long clients = 1; double rate = 60, seconds = 5, warmup = 1; int stamp_deadline = 1, sndbuf = 0;
-    uint64_t work_ns = 0; int drain = 0;
+    uint64_t work_ns = 0; int drain = 0, nice_value = 0, use_epoll = 0, rt_policy = SCHED_OTHER, rt_priority = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--drain")) { drain = 1; continue; }
+        if (!strcmp(argv[i], "--epoll")) { use_epoll = 1; continue; }
         if (i + 1 >= argc) usage();
         if (!strcmp(argv[i], "--clients")) clients = atol(argv[++i]);
         else if (!strcmp(argv[i], "--rate")) rate = atof(argv[++i]);
@@ -142,6 +150,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--stamp")) { i++; stamp_deadline = !strcmp(argv[i], "deadline"); }
         else if (!strcmp(argv[i], "--sndbuf")) sndbuf = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--work-ns")) work_ns = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--nice")) nice_value = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--rr")) { rt_policy = SCHED_RR; rt_priority = atoi(argv[++i]); }
+        else if (!strcmp(argv[i], "--fifo")) { rt_policy = SCHED_FIFO; rt_priority = atoi(argv[++i]); }
         else usage();
     }
     if (clients < 1 || rate <= 0 || seconds <= 0 || warmup < 0) usage();
@@ -181,8 +192,18 @@ int main(int argc, char **argv) {
         pids[c] = pid;
     }
 
+    // The clients keep the scheduling they were forked with; only the sender's changes.
+    if (nice_value != 0 && setpriority(PRIO_PROCESS, 0, nice_value) < 0) die("setpriority (--nice needs root for a negative value)");
+    struct sched_param sp = { .sched_priority = rt_priority };
+    if (rt_policy != SCHED_OTHER && sched_setscheduler(0, rt_policy, &sp) < 0) die("sched_setscheduler (--rr and --fifo need root)");
+
     int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
     if (tfd < 0) die("timerfd_create");
+    int efd = -1;
+    if (use_epoll) {
+        struct epoll_event ev = { .events = EPOLLIN, .data.fd = tfd };
+        if ((efd = epoll_create1(EPOLL_CLOEXEC)) < 0 || epoll_ctl(efd, EPOLL_CTL_ADD, tfd, &ev) < 0) die("epoll");
+    }
     uint64_t start = now_ns(CLOCK_MONOTONIC) + 100000000u; // 100 ms for the children to reach recv()
     // --work-ns W: wake W before each period boundary, as vsyncd wakes a paced client W before
     // its target vblank; stamped with that instant (for a periodic timer only the phase moves).
@@ -200,6 +221,11 @@ int main(int argc, char **argv) {
     if (warm_ticks == 0) { cpu_start = now_ns(CLOCK_PROCESS_CPUTIME_ID); wall_start = now_ns(CLOCK_MONOTONIC); getrusage(RUSAGE_SELF, &ru_start); }
     while (seq < total) {
         uint64_t expirations;
+        struct epoll_event ev;
+        if (efd >= 0 && epoll_wait(efd, &ev, 1, -1) < 0) {
+            if (errno == EINTR) continue;
+            die("epoll_wait");
+        }
         if (read(tfd, &expirations, sizeof expirations) != sizeof expirations) {
             if (errno == EINTR) continue;
             die("read timerfd");

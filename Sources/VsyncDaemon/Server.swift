@@ -119,7 +119,7 @@ final class Server {
     /// Opens the displays, tells systemd it is ready, and serves until SIGTERM/SIGINT.
     func run() throws(DaemonError) {
         rescanDisplays(announce: false)
-        logger.info("vsyncd ready on \(listener.description): \(displays.count) display(s), source \(source.isSynthetic ? "timer" : "drm")")
+        logger.info("vsyncd ready on \(listener.description): \(displays.count) display(s), source \(source.isSynthetic ? "timer" : "drm"), \(Self.schedulingText())")
         notifier?.notify("READY=1\n" + statusLine())
         updateHousekeeping()
         while running {
@@ -141,6 +141,22 @@ final class Server {
             publishStatus()
         }
         shutdown()
+    }
+
+    /// How this process is scheduled, for the ready line: ticks late under load are first a
+    /// question of whether vsyncd.service's real-time policy reached the daemon.
+    static func schedulingText() -> String {
+        var param = sched_param()
+        let policy = sched_getscheduler(0)
+        _ = sched_getparam(0, &param)
+        switch policy {
+        case SCHED_RR: return "scheduled SCHED_RR \(param.sched_priority)"
+        case SCHED_FIFO: return "scheduled SCHED_FIFO \(param.sched_priority)"
+        default:
+            errno = 0
+            let nice = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
+            return "scheduled normally (nice \(errno == 0 ? nice : 0))"
+        }
     }
 
     func readSignal() {

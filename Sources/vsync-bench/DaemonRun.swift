@@ -10,6 +10,8 @@ struct DaemonRun {
     let workDir: String
     /// Clients subscribe with this work duration (0: not paced).
     var workNs: UInt64 = 0
+    /// vsyncd's scheduling (`--sender-sched`), as vsyncd.service sets it.
+    var scheduling = SenderScheduling.unitDefault
 
     /// A running vsyncd with its clients; `stop()` ends them all.
     struct Session {
@@ -43,6 +45,10 @@ struct DaemonRun {
         let daemon = try ChildProcess.spawn(vsyncd, ["--source", "timer:\(rate)", "--socket", socket] + caps,
                                             stdoutPath: log, stderrPath: log)
         var session = Session(dir: dir, daemon: daemon)
+        if let failure = scheduling.apply(to: daemon.pid) {
+            _ = session.stop()
+            throw BenchError(failure)
+        }
         let deadline = Monotonic.seconds + 10
         while !FileManager.default.fileExists(atPath: socket) {
             if let status = daemon.poll() {

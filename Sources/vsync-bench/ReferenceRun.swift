@@ -6,6 +6,8 @@ import Foundation
 /// single plain C file anyone can build and run by hand.
 struct ReferenceRun {
     let binary: String
+    /// The sender's scheduling (`--sender-sched`), the same as vsyncd's.
+    var scheduling = SenderScheduling.unitDefault
 
     static func build(source: String, workDir: String) throws -> ReferenceRun {
         guard FileManager.default.fileExists(atPath: source) else {
@@ -50,7 +52,8 @@ struct ReferenceRun {
         let err = workDir + "/fanout-\(tag).log"
         let child = try ChildProcess.spawn(
             binary, ["--clients", "\(clients)", "--rate", "\(rate)", "--seconds", "\(seconds)", "--warmup", "\(warmup)"]
-                + (workNs > 0 ? ["--work-ns", "\(workNs)"] : []) + (drain ? ["--drain"] : []),
+                + (workNs > 0 ? ["--work-ns", "\(workNs)"] : []) + (drain ? ["--drain"] : [])
+                + scheduling.fanoutArguments,
             stdoutPath: out, stderrPath: err)
         let status = child.wait(seconds: warmup + seconds + 60 + Double(clients) * 0.05)
         guard status == 0, let data = FileManager.default.contents(atPath: out),

@@ -36,6 +36,8 @@ struct VsyncBench: ParsableCommand {
     var clientMode = "callback"
     @Option(help: "Frame pacing (issue 9): our clients subscribe with this work duration in ms and are measured from the wake instant the daemon aims at (targetTimestamp − W), the C floor's timer is shifted by W and measured from its deadline. 0: not paced.")
     var workDuration: Double = 0
+    @Option(help: "How both senders are scheduled, vsyncd and the C floor's (their clients keep the bench's): 'rr:PRIO' or 'fifo:PRIO' (real-time, needs root), 'other:NICE', or 'other'. The default is vsyncd.service's, rr:1.")
+    var senderSched = "rr:1"
     @Flag(help: "Keep the work directory (logs, client reports).") var keep = false
     @Flag(help: "Instead of the matrix: ns per call of libvsync's vsync_display_timing (the timing page read) next to clock_gettime's, --rounds alternating rounds (Benchmarks/page-read.c, built at run time against libvsync.so).")
     var pageRead = false
@@ -71,13 +73,16 @@ struct VsyncBench: ParsableCommand {
         if (clientMode == "c" || clientMode == "page") && !referenceOnly && !idle {
             clientBinary = try LibvsyncClient.build(repository: Self.repositoryRoot(), library: binDir + "/libvsync.so", workDir: workDir)
         }
-        let ours = DaemonRun(vsyncd: vsyncd ?? binDir + "/vsyncd", client: clientBinary, workDir: workDir, workNs: workNs)
+        guard let scheduling = SenderScheduling(senderSched) else {
+            throw ValidationError("--sender-sched is rr:PRIO or fifo:PRIO (1-99), other:NICE (-20-19) or other")
+        }
+        let ours = DaemonRun(vsyncd: vsyncd ?? binDir + "/vsyncd", client: clientBinary, workDir: workDir, workNs: workNs, scheduling: scheduling)
         if !referenceOnly || idle {
             for path in [ours.vsyncd, ours.client] where !FileManager.default.isExecutableFile(atPath: path) {
                 throw BenchError("\(path) is not an executable: build it first (swift build -c release) or pass --vsyncd/--client")
             }
         }
-        Self.log("vsync-bench: \(Machine.summary); clients: \(clientMode)\(workNs > 0 ? ", work duration \(workDuration) ms" : ""); work dir \(workDir)")
+        Self.log("vsync-bench: \(Machine.summary); senders at \(scheduling); clients: \(clientMode)\(workNs > 0 ? ", work duration \(workDuration) ms" : ""); work dir \(workDir)")
 
         if idle {
             var rows: [DaemonRun.IdleResult] = []
@@ -91,7 +96,8 @@ struct VsyncBench: ParsableCommand {
             return
         }
 
-        let reference = try ReferenceRun.build(source: referenceSource ?? Self.defaultReferenceSource(), workDir: workDir)
+        var reference = try ReferenceRun.build(source: referenceSource ?? Self.defaultReferenceSource(), workDir: workDir)
+        reference.scheduling = scheduling
         var cells: [CellResult] = []
         for n in counts {
             for hz in hzs {

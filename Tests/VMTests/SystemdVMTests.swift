@@ -5,14 +5,14 @@ import Testing
 /// Swift toolchain hidden (issue 10, item 4): dpkg's maintainer scripts start the socket, the
 /// first client starts the daemon as a dynamic user in group video that reaches /dev/dri/card0
 /// through DeviceAllow, ticks flow for a minute through a mode change with the system-call
-/// filter killing nothing and the watchdog fed, the daemon stops cleanly, and denied the device
+/// filter killing nothing, the watchdog fed and the unit's real-time policy in force, the daemon stops cleanly, and denied the device
 /// it fails with its one line in the journal. Scripts/guest-systemd-check.sh does the steps.
 @Suite(.serialized)
 struct SystemdVMTests {
     static let checks = [
         "pid1-is-systemd", "journald", "toolchain-hidden", "dpkg-install", "socket-enabled",
         "socket-listening", "socket-mode", "no-daemon-before-a-client", "socket-activation",
-        "ready-and-status", "dynamic-user", "group-video", "device-open", "mode-change",
+        "ready-and-status", "dynamic-user", "group-video", "realtime-rr-1", "device-open", "mode-change",
         "watchdog-kept-alive", "journal-has-the-daemon", "no-sigsys", "clean-stop",
         "denied-device-one-line", "denied-device-not-active", "security-exposure",
     ]
