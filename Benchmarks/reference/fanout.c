@@ -13,7 +13,7 @@
 // waiting (MSG_DONTWAIT) and acts on the newest tick only, so a client that fell behind counts
 // the ticks it passed over as lost rather than working through a backlog (the draining floor).
 //
-// --nice N, --rr P or --fifo P schedule the sender so once its clients are forked (vsync-bench
+// --nice N, --rr P or --fifo P schedule the sender once its clients are forked (vsync-bench
 // gives it what vsyncd gets, which is what vsyncd.service sets), so both senders compete alike.
 // --epoll makes the sender wait in epoll_wait on its timerfd before reading it, as an event loop
 // that also serves sockets and signals must: the floor's cost with vsyncd's way of waking.
