@@ -5,8 +5,9 @@ import Testing
 /// Swift toolchain hidden (issue 10, item 4): dpkg's maintainer scripts start the socket, the
 /// first client starts the daemon as a dynamic user in group video that reaches /dev/dri/card0
 /// through DeviceAllow, ticks flow for a minute through a mode change with the system-call
-/// filter killing nothing, the watchdog fed and the unit's real-time policy in force, the daemon stops cleanly, and denied the device
-/// it fails with its one line in the journal. Scripts/guest-systemd-check.sh does the steps.
+/// filter killing nothing, the watchdog fed and the unit's real-time policy in force, the daemon
+/// stops cleanly, and denied the device it fails with its one line in the journal.
+/// Scripts/guest-systemd-check.sh does the steps.
 @Suite(.serialized)
 struct SystemdVMTests {
     static let checks = [
