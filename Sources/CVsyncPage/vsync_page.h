@@ -19,7 +19,7 @@ _Static_assert(VSYNC_PAGE_RECORDS == (VSYNC_PAGE_SIZE - VSYNC_PAGE_HEADER_SIZE) 
 
 /// Record flags: the display record's (bits 0-3) and the page's own.
 #define VSYNC_PAGE_ON 0x10000u        /* the display is lit; off, `last_*` is its last vblank before */
-#define VSYNC_PAGE_CURRENT 0x20000u   /* vblank events are on: `last_*` is at most a frame old */
+#define VSYNC_PAGE_CURRENT 0x20000u   /* events on and a vblank since: `last_*` is at most a frame old */
 
 struct vsync_page_header {
     uint32_t magic;          /*  0 */

@@ -104,6 +104,7 @@ final class Display {
         if restartedSinceLastRead { restartedSinceLastRead = false } else { changes &+= 1 }
         model.reset(nominalPeriodNs: source.refresh?.periodNanoseconds ?? Self.fallbackPeriodNs)
         lastSample = nil
+        lastSampleIsCurrent = false
         fruitlessRechecks = 0
         // Some drivers restart the vblank count with a mode: frames are aimed afresh from the
         // next real vblank, not after a count that may not come again.

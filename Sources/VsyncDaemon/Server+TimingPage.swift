@@ -48,7 +48,9 @@ extension Server {
     func publishTiming(_ d: Display, flags: DisplayFlags? = nil) {
         guard d.pageSlot >= 0 else { return }
         d.pageFlags = (flags ?? info(d).flags).rawValue & 0xFFFF
-        writeRecord(d, current: source.isActive(d.key))
+        // Current only from the first vblank after events came on: until then `last_*` is
+        // absent or from before an idle spell, and a reader would aim at a stale line.
+        writeRecord(d, current: source.isActive(d.key) && d.lastSampleIsCurrent)
     }
 
     /// The tick path's write: a vblank just came, so events are on; the flags are the last full

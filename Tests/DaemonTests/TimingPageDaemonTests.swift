@@ -117,6 +117,10 @@ extension VsyncdTests {
             // A pageOnly subscription turns vblank events on and gets no ticks.
             let sub = try client.subscribe(1, fps: 60, flags: .pageOnly, selector: .connector("Virtual-1"))
             #expect(waitUntil(timeout: 2) { source.isActive(Changes.key) })
+            // Events are on (the daemon turns them on before SUBSCRIBED), but no vblank has come:
+            // nothing on the record is current yet.
+            let waiting = try #require(page.record(sub.displayID))
+            #expect(waiting.flags & VSYNC_PAGE_CURRENT == 0 && waiting.last_sequence == 0 && waiting.period_ns == 0)
             let start: UInt64 = 5_000_000_000
             _ = Changes.vblanks(source, 100...159, hz: 60, start: start)
             let period = 1e9 / 60

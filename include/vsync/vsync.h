@@ -92,7 +92,7 @@ extern "C" {
 
 /* struct vsync_display_timing.flags, above the VSYNC_DISPLAY_FLAG_* bits. */
 #define VSYNC_TIMING_ON 0x10000u      /* the display is lit */
-#define VSYNC_TIMING_CURRENT 0x20000u /* vblank events are on: last_* is at most a frame old */
+#define VSYNC_TIMING_CURRENT 0x20000u /* events on and a vblank since: last_* is at most a frame old */
 
 /* vsyncd lists at most this many displays. */
 #define VSYNC_MAX_DISPLAYS 42

@@ -40,7 +40,8 @@ public struct VBlankTiming: Sendable, Equatable {
     }
 
     public var isOn: Bool { flags & Self.on != 0 }
-    /// Vblank events are on: the last vblank is at most a frame (and a scheduling delay) old.
+    /// Vblank events are on and one has come since: the last vblank is at most a frame (and a
+    /// scheduling delay) old.
     public var isCurrent: Bool { flags & Self.current != 0 }
 
     /// The period in ns, with its fraction.

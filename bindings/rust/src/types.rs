@@ -308,7 +308,7 @@ impl DisplayTiming {
         self.flags & sys::VSYNC_TIMING_ON != 0
     }
 
-    /// Vblank events are on: `last_*` is at most a frame old.
+    /// Vblank events are on and one has come since: `last_*` is at most a frame old.
     pub fn is_current(&self) -> bool {
         self.flags & sys::VSYNC_TIMING_CURRENT != 0
     }

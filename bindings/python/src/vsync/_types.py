@@ -137,7 +137,7 @@ class DisplayTiming:
 
     @property
     def current(self):
-        """Vblank events are on: last_* is at most a frame old."""
+        """Vblank events are on and one has come since: last_* is at most a frame old."""
         return bool(self.flags & _lib.TIMING_CURRENT)
 
     @classmethod
