@@ -110,7 +110,7 @@ extension VsyncClient {
             }
             return
         }
-        for id in subscriptions.keys.sorted() where reportedErrors[id] != error {
+        for id in subscriptions.keys where reportedErrors[id] != error {
             reportedErrors[id] = error
             events.append(.error(subscriptionID: id, error))
         }

@@ -93,6 +93,24 @@ extension VsyncClient {
             report(.protocolViolation("a datagram over \(WireProtocol.maxMessageSize) bytes, the protocol's maximum"))
             return
         }
+        // The tick path: a TICK goes straight to its subscription's newest-tick slot, without the
+        // ServerMessage enum and its copies. While the page's answer is awaited, everything takes
+        // the general path, which settles that.
+        if !awaitingPage {
+            var failure: WireError?
+            let handled = buffers.withUnsafeBytes { raw -> Bool in
+                do throws(WireError) {
+                    let bytes = UnsafeRawBufferPointer(rebasing: raw[offset..<(offset + length)])
+                    guard let tick = try ServerMessage.decodeTick(bytes) else { return false }
+                    coalesce(tick, received: received)
+                } catch {
+                    failure = error
+                }
+                return true
+            }
+            if let failure { report(.protocolViolation(failure.description)) }
+            if handled { return }
+        }
         let decoded = buffers.withUnsafeBytes { raw -> Result<ServerMessage?, WireError> in
             do throws(WireError) {
                 return .success(try ServerMessage.decode(UnsafeRawBufferPointer(rebasing: raw[offset..<(offset + length)])))
@@ -121,12 +139,11 @@ extension VsyncClient {
 
     /// Keeps the newest tick per subscription; the replaced ones count as skipped.
     private func coalesce(_ tick: Tick, received: UInt64) {
-        guard var info = subscriptions[tick.subscriptionID], !info.paused else { return }
+        guard let at = subscriptions.index(of: tick.subscriptionID), !subscriptions[at: at].paused else { return }
         // The tick's divisor and interval take effect where it stands in the stream: a SUBSCRIBED
         // or display event read after it in the same read (a mode change) is newer and stays.
-        info.divisor = tick.divisor
-        info.displayIntervalNs = tick.displayIntervalNs
-        subscriptions[tick.subscriptionID] = info
+        subscriptions[at: at].divisor = tick.divisor
+        subscriptions[at: at].displayIntervalNs = tick.displayIntervalNs
         for i in pendingTicks.indices where pendingTicks[i].tick.subscriptionID == tick.subscriptionID {
             pendingTicks[i].replaced &+= pendingTicks[i].tick.skipped &+ 1
             pendingTicks[i].tick = tick
@@ -141,7 +158,7 @@ extension VsyncClient {
         var frames = 0
         for pending in pendingTicks {
             let id = pending.tick.subscriptionID
-            guard let info = subscriptions[id], !info.paused else { continue }
+            guard let at = subscriptions.index(of: id), !subscriptions[at: at].paused else { continue }
             events.append(.frame(ClientFrame(pending.tick, replaced: pending.replaced, receivedNs: pending.received)))
             frames += 1
         }
@@ -160,7 +177,7 @@ extension VsyncClient {
             reportedErrors.removeAll()
             lastError = nil
             welcomed(version: welcome.version)
-            for id in subscriptions.keys.sorted() {
+            for id in subscriptions.keys {
                 subscriptions[id]?.active = true
                 if let info = subscriptions[id] { outbox.append(subscribeMessage(id, info)) }
             }
@@ -195,14 +212,14 @@ extension VsyncClient {
         switch event.kind {
         case .added:
             // Subscriptions whose display was missing get another chance.
-            for id in subscriptions.keys.sorted() where subscriptions[id]?.active == false {
+            for id in subscriptions.keys where subscriptions[id]?.active == false {
                 subscriptions[id]?.active = true
                 reportedErrors[id] = nil
                 if ready, let info = subscriptions[id] { outbox.append(subscribeMessage(id, info)) }
             }
             events.append(.display(subscriptionID: 0, event))
         case .removed:
-            for id in subscriptions.keys.sorted() {
+            for id in subscriptions.keys {
                 guard let info = subscriptions[id], info.active, info.display?.displayID == displayID else { continue }
                 // Protocol 3: a subscription by name or primary waits for its display to come
                 // back (a waiting SUBSCRIBED follows); only ids name what is gone for good.
@@ -217,7 +234,7 @@ extension VsyncClient {
                 events.append(.error(subscriptionID: id, error))
             }
         case .modeChanged, .off, .on, .variableRefreshChanged:
-            for id in subscriptions.keys.sorted() {
+            for id in subscriptions.keys {
                 guard var info = subscriptions[id], info.display?.displayID == displayID else { continue }
                 if event.kind != .off { info.display = event.display }
                 if event.display.periodNs > 0 && event.kind != .off { info.displayIntervalNs = event.display.periodNs }
@@ -233,7 +250,7 @@ extension VsyncClient {
             let failure = ClientError.requestFailed(code: error.code.rawValue, reason: error.message)
             lastError = failure
             if subscriptions.isEmpty { events.append(.error(subscriptionID: 0, failure)) }
-            for id in subscriptions.keys.sorted() { events.append(.error(subscriptionID: id, failure)) }
+            for id in subscriptions.keys { events.append(.error(subscriptionID: id, failure)) }
             return
         }
         let id = error.subscriptionID

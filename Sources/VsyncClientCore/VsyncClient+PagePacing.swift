@@ -21,9 +21,9 @@ struct PagePacer {
 extension VsyncClient {
     /// Hands out the frames whose wake is due and aims the next; returns the frames added.
     func pagePace(now: UInt64) -> Int {
-        guard !pagePacers.isEmpty || subscriptions.values.contains(where: isPagePaced) else { return 0 }
+        guard !pagePacers.isEmpty || subscriptions.contains(where: isPagePaced) else { return 0 }
         var frames = 0
-        for id in subscriptions.keys.sorted() {
+        for id in subscriptions.keys {
             guard let info = subscriptions[id], isPagePaced(info), let displayID = info.display?.displayID,
                   let t = try? timingPage.timing(displayID: displayID), t.isOn else {
                 // Not paced, no page, or the display is off: the socket brings what changes that.
@@ -61,14 +61,14 @@ extension VsyncClient {
             pagePacers[id] = PagePacing.aim(t, divisor: info.divisor, workDurationNs: w, nowNs: now, after: pacer.target)
                 .map { PagePacer(target: $0.sequence, wakeNs: $0.wakeNs, lastTarget: pacer.target, generation: t.generation) }
         }
-        if pagePacers.count > subscriptions.count { pagePacers = pagePacers.filter { subscriptions[$0.key] != nil } }
+        if pagePacers.count > subscriptions.count { pagePacers.removeAll { subscriptions.index(of: $0) == nil } }
         return frames
     }
 
     /// The earliest page-paced wake, 0 for none: `updateTimer` arms the timerfd for it.
     var pageWakeNs: UInt64 {
         var earliest: UInt64 = 0
-        for pacer in pagePacers.values where earliest == 0 || pacer.wakeNs < earliest { earliest = max(pacer.wakeNs, 1) }
+        for (_, pacer) in pagePacers.entries where earliest == 0 || pacer.wakeNs < earliest { earliest = max(pacer.wakeNs, 1) }
         return earliest
     }
 

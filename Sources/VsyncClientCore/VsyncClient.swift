@@ -86,7 +86,7 @@ public final class VsyncClient {
     /// The deadline the timerfd is armed for (0: disarmed), so the steady state re-arms nothing.
     var armedDeadline: UInt64 = 0
 
-    var subscriptions: [UInt32: SubscriptionInfo] = [:]
+    var subscriptions = IDTable<SubscriptionInfo>()
     /// Errors already reported per subscription since the last handshake, so a retry loop
     /// reports each failure once. Key 0: the client's own (no subscription).
     var reportedErrors: [UInt32: ClientError] = [:]
@@ -106,7 +106,7 @@ public final class VsyncClient {
     /// connections and is unmapped when the last reference goes (VsyncClient+TimingPage.swift).
     public let timingPage = TimingPageMapping()
     /// Page-paced subscriptions' aims (VsyncClient+PagePacing.swift).
-    var pagePacers: [UInt32: PagePacer] = [:]
+    var pagePacers = IDTable<PagePacer>()
     /// A protocol 5 WELCOME came and nothing after it yet: TIMING_PAGE, if the daemon has one, is next.
     var awaitingPage = false
     /// The most recent error, for libvsync's `vsync_client_last_error`.
@@ -341,7 +341,7 @@ public final class VsyncClient {
     public func subscription(_ id: UInt32) -> SubscriptionInfo? { subscriptions[id] }
 
     /// The live subscriptions' ids, in order.
-    public var subscriptionIDs: [UInt32] { subscriptions.keys.sorted() }
+    public var subscriptionIDs: [UInt32] { subscriptions.keys }
 
     /// The daemon has the subscription, so a change must be sent as its own request; else the
     /// SUBSCRIBE still to come carries it.

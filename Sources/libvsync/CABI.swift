@@ -12,7 +12,7 @@ final class CClient {
     /// last link goes).
     var core: VsyncClient?
     /// The live links by subscription id, unretained: each is owned by its own C handle.
-    var links: [UInt32: Unmanaged<CLink>] = [:]
+    var links = IDTable<Unmanaged<CLink>>()
     /// The last error's line, NUL-terminated, for `vsync_client_last_error`: malloc'd, owned
     /// here, replaced only by a later error on this client.
     private(set) var lastError: UnsafeMutablePointer<CChar>

@@ -264,6 +264,39 @@ struct ProtocolCodecTests {
         #expect(got == Array(many.prefix(got.count)))
     }
 
+    /// The client's tick path decodes a TICK itself (`decodeTick`): on mutated ticks, every
+    /// version's, it gives what `decode` gives, error for error; it passes over (nil) only a
+    /// well-framed datagram of another type.
+    @Test func theTickPathDecodesAsDecodeDoes() {
+        var rng = SplitMix64(seed: 0x71C4)
+        let ticks = [UInt16(1), 2, 4, 5].map { ServerMessage.tick(sampleTick()).encoded(version: $0) }
+        let others = Self.serverMessages.map { $0.encoded() }.filter { UInt16($0[0]) | UInt16($0[1]) << 8 != MessageType.tick.rawValue }
+        var compared = 0, decodedTicks = 0, failures = 0
+        for i in 0..<20_000 {
+            var bytes = i % 4 == 3 ? others[Int(rng.next() % UInt64(others.count))] : ticks[Int(rng.next() % UInt64(ticks.count))]
+            if i % 8 != 0 {
+                for _ in 0..<(1 + rng.next() % 3) {
+                    bytes[Int(rng.next() % UInt64(bytes.count))] = UInt8(truncatingIfNeeded: rng.next())
+                }
+            }
+            if i % 16 == 5 { bytes.removeLast(Int(rng.next() % UInt64(bytes.count))) }
+            let general = bytes.withUnsafeBytes { b in Result { () throws(WireError) in try ServerMessage.decode(b) } }
+            let fast = bytes.withUnsafeBytes { b in Result { () throws(WireError) in try ServerMessage.decodeTick(b) } }
+            switch (general, fast) {
+            case (.success(.tick(let a)?), .success(let b?)): #expect(a == b); decodedTicks += 1
+            case (_, .success(nil)):
+                // Another type, framed well: `decode` judges its body (the client calls it next).
+                let type = UInt16(bytes[0]) | UInt16(bytes[1]) << 8
+                #expect(type != MessageType.tick.rawValue, "decodeTick passed over a TICK: \(bytes)")
+            case (.failure(let a), .failure(let b)): #expect(a == b); failures += 1
+            default: Issue.record("decode \(general) but decodeTick \(fast) for \(bytes)")
+            }
+            compared += 1
+        }
+        // Both kinds of outcome were met, so the agreement covered both.
+        #expect(compared == 20_000 && decodedTicks > 1_000 && failures > 1_000, "\(decodedTicks) ticks, \(failures) failures")
+    }
+
     /// A cheap deterministic fuzz: random and mutated datagrams never trap.
     @Test func randomInputNeverTraps() {
         var rng = SplitMix64(seed: 0x5EED)

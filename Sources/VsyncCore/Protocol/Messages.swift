@@ -282,6 +282,11 @@ public struct FrameTimelines: Sendable, Equatable, RandomAccessCollection {
         for t in timelines { append(t) }
     }
 
+    /// Just `timeline`, without the array `init(_:)` would allocate: a tick's default.
+    public init(one timeline: FrameTimeline) {
+        append(timeline)
+    }
+
     public var startIndex: Int { 0 }
     public var endIndex: Int { count }
 
@@ -349,7 +354,7 @@ public struct Tick: Sendable, Equatable {
         self.skipped = skipped; self.divisor = divisor; self.flags = flags
         let target = targetSequence ?? sequence &+ UInt64(divisor)
         self.targetSequence = target
-        self.timelines = timelines ?? FrameTimelines([FrameTimeline(sequence: target, presentationNs: targetTimestampNs)])
+        self.timelines = timelines ?? FrameTimelines(one: FrameTimeline(sequence: target, presentationNs: targetTimestampNs))
     }
 }
 

@@ -1,0 +1,1 @@
+../VsyncClientCore/IDTable.swift
