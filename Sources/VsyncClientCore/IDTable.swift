@@ -5,7 +5,7 @@
 /// changed in place through `subscript(at:)`, so a hot field's update copies nothing else.
 struct IDTable<Value> {
     /// Ascending; `values[i]` belongs to `ids[i]`.
-    private(set) var ids: [UInt32] = []
+    private var ids: [UInt32] = []
     private var values: [Value] = []
 
     var count: Int { ids.count }
@@ -51,10 +51,7 @@ struct IDTable<Value> {
         values.removeAll()
     }
 
-    func contains(where predicate: (Value) -> Bool) -> Bool {
-        for value in values where predicate(value) { return true }
-        return false
-    }
+    func contains(where predicate: (Value) -> Bool) -> Bool { values.contains(where: predicate) }
 
     /// Removes the entries whose id `drop` accepts.
     mutating func removeAll(where drop: (UInt32) -> Bool) {
