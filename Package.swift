@@ -150,13 +150,13 @@ let package = Package(
             dependencies: ["DisplayLink", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "examples/framework-demo"
         ),
-        .testTarget(name: "VsyncCoreTests", dependencies: ["VsyncCore"]),
+        .testTarget(name: "VsyncCoreTests", dependencies: ["VsyncCore", "ProcessTools"]),
         // Test-only C: a sealed memfd timing page as vsyncd makes it, its fd sent as SCM_RIGHTS,
         // and the seqlock torture test's writer thread (Swift's Glibc has no memfd or cmsg).
         .systemLibrary(name: "CVsyncPageMaker", path: "Tests/CVsyncPageMaker"),
         // The client core in-process over socketpairs, against a scripted server.
-        .testTarget(name: "VsyncClientCoreTests", dependencies: ["VsyncClientCore", "VsyncCore", "CVsyncPageMaker"]),
-        .testTarget(name: "DaemonTests", dependencies: ["VsyncCore", "VsyncDaemon", "DisplayLink", "VsyncClientCore"]),
+        .testTarget(name: "VsyncClientCoreTests", dependencies: ["VsyncClientCore", "VsyncCore", "CVsyncPageMaker", "ProcessTools"]),
+        .testTarget(name: "DaemonTests", dependencies: ["VsyncCore", "VsyncDaemon", "DisplayLink", "VsyncClientCore", "ProcessTools"]),
         .testTarget(name: "VMTests", dependencies: ["VsyncCore"]),
         // Pure parts of the DRM layer (names, encodings, messages); no device needed.
         .testTarget(name: "VsyncDRMTests", dependencies: ["VsyncDRM", "VsyncCore"]),

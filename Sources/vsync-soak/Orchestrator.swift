@@ -11,7 +11,7 @@ struct Orchestrator {
     let seed: UInt64
     let signals: sigset_t
 
-    private var rng: SeededRandom
+    private var rng: SplitMix64
     private var summary = SoakSummary()
     private var dir = ""
     private var daemon: ChildProcess?
@@ -31,7 +31,7 @@ struct Orchestrator {
         self.soak = soak
         self.seed = seed
         self.signals = signals
-        rng = SeededRandom(seed: seed)
+        rng = SplitMix64(seed: seed)
     }
 
     /// Warm-up before RSS counts: the first tenth of the run, 5 s to 60 s.

@@ -25,7 +25,7 @@ struct Worker: ParsableCommand {
 
     func run() throws {
         let signals = Signals.block([SIGTERM, SIGINT])
-        var rng = SeededRandom(seed: seed)
+        var rng = SplitMix64(seed: seed)
         let steady = role == "steady"
         var report = WorkerReport()
         report.index = index
@@ -96,7 +96,7 @@ struct Worker: ParsableCommand {
     }
 
     /// A random valid range: minimum ≤ preferred ≤ maximum (maximum 0: no bound).
-    static func randomRange(_ rng: inout SeededRandom) -> FrameRateRange {
+    static func randomRange(_ rng: inout SplitMix64) -> FrameRateRange {
         let minimum = Float(Int.random(in: 0...120, using: &rng))
         let maximum = rng.chance(0.2) ? 0 : minimum + Float(Int.random(in: 0...150, using: &rng))
         let top = maximum > 0 ? maximum : 300

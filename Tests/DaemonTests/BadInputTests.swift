@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import ProcessTools
 import Testing
 import VsyncCore
 
@@ -91,7 +92,7 @@ extension VsyncdTests {
             ]
             // Random garbage, seeded: 1–300 bytes, before and after the handshake. Anything the
             // codec happens to accept is not garbage and is left out.
-            var rng = SplitMix64(state: 0x5EED_4B1D)
+            var rng = SplitMix64(seed: 0x5EED_4B1D)
             var made = 0
             while made < 24 {
                 let count = Int.random(in: 1...300, using: &rng)

@@ -1,4 +1,5 @@
 import Foundation  // log
+import ProcessTools
 import Testing
 @testable import VsyncCore
 

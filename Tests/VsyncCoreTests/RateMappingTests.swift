@@ -1,4 +1,5 @@
 import Foundation  // JSONEncoder
+import ProcessTools
 import Testing
 @testable import VsyncCore
 

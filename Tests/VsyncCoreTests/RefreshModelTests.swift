@@ -1,3 +1,4 @@
+import ProcessTools
 import Testing
 @testable import VsyncCore
 

@@ -1,20 +1,10 @@
 import Foundation  // log, cos
+import ProcessTools
 @testable import VsyncCore
 
-/// SplitMix64: a tiny seeded PRNG, so every random stream in these tests is the same on
-/// every run and every machine (a bound that holds once holds always).
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
+/// Every random stream in these tests is seeded (ProcessTools.SplitMix64), so it is the same
+/// on every run and every machine: a bound that holds once holds always.
+extension SplitMix64 {
     /// Uniform in (0, 1]: never 0, so log() in Box–Muller stays finite.
     mutating func unitInterval() -> Double {
         Double((next() >> 11) + 1) / Double(1 << 53)
