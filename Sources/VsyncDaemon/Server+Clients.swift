@@ -124,7 +124,7 @@ extension Server {
             let bytes = UnsafeRawBufferPointer(rebasing: receiveBuffer[0..<min(n, receiveBuffer.count)])
             let result: Result<ClientMessage, WireError>
             do throws(WireError) {
-                result = .success(try ClientMessage.decode(bytes))
+                result = .success(try ClientMessage.decode(bytes, version: client.version ?? WireProtocol.currentVersion))
             } catch {
                 result = .failure(n > receiveBuffer.count ? .oversized(n) : error)
             }
@@ -157,6 +157,8 @@ extension Server {
         case .failure(.unknownType(let t)):
             fail(client, .error(ErrorMessage(code: .unknownType, message: "unknown request type 0x\(String(t, radix: 16))")),
                  reason: "unknown request type 0x\(String(t, radix: 16))")
+        case .failure(.badSelector(let id, let problem)):
+            refuseSelector(client, id: id, problem)
         case .failure(let e):
             fail(client, .error(ErrorMessage(code: .malformed, message: "\(e)")), reason: "malformed request: \(e)")
         case .success(let message):
@@ -271,17 +273,14 @@ extension Server {
         }
         // Bit 2 was reserved, and ignored, before protocol 5.
         if (client.version ?? 1) < 5 { request.flags.remove(.pageOnly) }
-        if case .match = request.selector, (client.version ?? 1) < 3 {
-            return fail(client, .error(ErrorMessage(code: .malformed, message: "selector kind 4 needs protocol 3")), reason: "selector kind 4 at protocol \(client.version ?? 1)")
-        }
         // The display's mode and state as they are now, not as last seen: its first tick must
         // not come at an old mode, and `primary` must pick a display that is lit.
         refreshDisplays()
         let found: Display
         switch resolve(request.selector) {
         case .one(let d): found = d
-        case .ambiguous(let text):
-            send(ServerMessage.error(ErrorMessage(code: .unknownDisplay, subscriptionID: id, message: text)), to: client)
+        case .ambiguous(let matches):
+            send(ServerMessage.error(ErrorMessage(code: .unknownDisplay, subscriptionID: id, message: ambiguity(request.selector, matches, version: client.version ?? 1))), to: client)
             return
         case .none:
             // A display that may still come (the service started before the mode was set):
@@ -297,8 +296,9 @@ extension Server {
                 updateHousekeeping()
                 return
             }
-            let names = displays.map { "\($0.source.connectorName)@\($0.source.deviceName)" }.joined(separator: ", ")
-            send(ServerMessage.error(ErrorMessage(code: .unknownDisplay, subscriptionID: id, message: "no display matches \(request.selector.text); displays: \(names.isEmpty ? "none" : names) (vsync-probe list)")), to: client)
+            let problem = "no display matches \(request.selector.text)"
+            let text = problem + "; " + displayNames(version: client.version ?? 1, after: problem.utf8.count + 2)
+            send(ServerMessage.error(ErrorMessage(code: .unknownDisplay, subscriptionID: id, message: text)), to: client)
             return
         }
         attach(client, request, to: found)

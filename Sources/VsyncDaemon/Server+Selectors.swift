@@ -4,8 +4,8 @@ import VsyncCore
 /// What a selector names among the displays there are now.
 enum Resolution {
     case one(Display)
-    /// More than one display matches: the one line that says which, and how to name one.
-    case ambiguous(String)
+    /// More than one display matches: these, in the kernel's order.
+    case ambiguous([Display])
     case none
 }
 
@@ -51,13 +51,70 @@ extension Server {
             matches = onCard
         }
         guard matches.count > 1 else { return matches.first.map(Resolution.one) ?? .none }
-        let names = matches.map { d -> String in
-            switch selector {
-            case .crtc(let id): "crtc:\(id)@\(d.source.deviceName)"
-            default: "\(d.source.connectorName)@\(d.source.deviceName)"
-            }
+        return .ambiguous(matches)
+    }
+
+    // What a refusal suggests is typed back by people and programs, so every selector it names
+    // is one this daemon resolves to that display alone, in a form the client's protocol
+    // version can send (kind 4 from version 3 on): each candidate is parsed and resolved
+    // before it is offered, and `display:ID` is the form that always works.
+
+    /// A selector that names `d` alone for a client at `version`: its connector on its card
+    /// (version 3; its CRTC on its card first when `byCRTC`), its connector name (versions 1
+    /// and 2), else its display id.
+    func selectorText(naming d: Display, version: UInt16, byCRTC: Bool = false) -> String {
+        let card = "@" + d.source.deviceName
+        let byName = version >= 3 ? d.source.connectorName + card : d.source.connectorName
+        let crtc = "crtc:\(d.key.crtcID)" + card
+        let candidates = version >= 3 ? (byCRTC ? [crtc, byName] : [byName, crtc]) : [byName]
+        for text in candidates {
+            guard let selector = try? DisplaySelector.parse(text), selector.kind < 4 || version >= 3,
+                  case .one(let found) = resolve(selector), found === d else { continue }
+            return text
         }
-        return .ambiguous("\(selector.text) matches \(matches.count) displays (\(names.joined(separator: ", "))): name one, as in \(names[names.count - 1])")
+        return "display:\(d.id)"
+    }
+
+    /// The one line refusing a selector more than one display matches: each candidate named so
+    /// that it works when sent back (`crtc:45@card1` from version 3 on).
+    func ambiguity(_ selector: DisplaySelector, _ matches: [Display], version: UInt16) -> String {
+        let byCRTC = if case .crtc = selector { true } else { false }
+        let names = matches.map { selectorText(naming: $0, version: version, byCRTC: byCRTC) }
+        return "\(selector.text) matches \(matches.count) displays (\(names.joined(separator: ", "))): name one, as in \(names[names.count - 1])"
+    }
+
+    /// "displays: A, B (vsync-probe list)" for a refusal whose own text takes `used` bytes: as
+    /// many names as fit in an ERROR's text whole (a name cut short would not resolve).
+    func displayNames(version: UInt16, after used: Int) -> String {
+        let names = displaysInKernelOrder.map { selectorText(naming: $0, version: version) }
+        guard !names.isEmpty else { return "displays: none (vsync-probe list)" }
+        var shown: [String] = []
+        for (i, name) in names.enumerated() {
+            let rest = names.count - i - 1
+            let line = "displays: \((shown + [name]).joined(separator: ", "))\(rest > 0 ? " and \(rest) more" : "") (vsync-probe list)"
+            guard used + line.utf8.count <= WireProtocol.maxTextSize else { break }
+            shown.append(name)
+        }
+        guard !shown.isEmpty else { return "vsync-probe list shows the displays" }
+        let more = names.count - shown.count
+        return "displays: \(shown.joined(separator: ", "))\(more > 0 ? " and \(more) more" : "") (vsync-probe list)"
+    }
+
+    /// A SUBSCRIBE whose selector is outside the grammar (the wire's rules all kept): refused
+    /// with unknownDisplay and the parser's line, the connection kept, as a selector that names
+    /// nothing is. What would make the message malformed, or the id taken, is answered first
+    /// (the codec has judged the rest of the wire, kind 4 before protocol 3 included).
+    func refuseSelector(_ client: Client, id: UInt32, _ problem: String) {
+        let version = client.version ?? 1
+        if id == 0 {
+            return fail(client, .error(ErrorMessage(code: .malformed, message: "subscription id 0 is reserved")), reason: "subscription id 0")
+        }
+        if client.subscriptions[id] != nil || client.waiting[id] != nil {
+            return send(ServerMessage.error(ErrorMessage(code: .duplicateSubscription, subscriptionID: id, message: "subscription \(id) already exists")), to: client)
+        }
+        refreshDisplays()
+        let text = problem + "; " + displayNames(version: version, after: problem.utf8.count + 2)
+        send(ServerMessage.error(ErrorMessage(code: .unknownDisplay, subscriptionID: id, message: text)), to: client)
     }
 
     /// Re-reads every known display's CRTC (one ioctl each) and looks for new ones at most twice

@@ -54,9 +54,11 @@ public enum ClientMessage: Equatable, Sendable {
         return w.finish()
     }
 
-    /// Decodes one datagram. Longer-than-known messages are accepted (fields appended by a
-    /// newer client are ignored); shorter ones, server types and unknown types are errors.
-    public static func decode(_ bytes: UnsafeRawBufferPointer) throws(WireError) -> ClientMessage {
+    /// Decodes one datagram from a connection at protocol `version`. Longer-than-known messages
+    /// are accepted (fields appended by a newer client are ignored); shorter ones, server types
+    /// and unknown types are errors, and so is what `version` does not have (selector kind 4
+    /// before protocol 3).
+    public static func decode(_ bytes: UnsafeRawBufferPointer, version: UInt16 = WireProtocol.currentVersion) throws(WireError) -> ClientMessage {
         let header = try MessageHeader.parse(bytes)
         guard let type = MessageType(rawValue: header.type), type.isClientRequest else {
             throw .unknownType(header.type)
@@ -79,29 +81,36 @@ public enum ClientMessage: Equatable, Sendable {
             let flags = SubscribeFlags(rawValue: try r.u32(12))
             let kind = try r.u8(16)
             let selectorID = try r.u32(20)
-            let selector: DisplaySelector
+            // What the fields spell is judged by the selector grammar, after every field rule of
+            // the wire: a selector outside the grammar is refused on its own (not malformed),
+            // while a message that breaks the wire stays malformed.
+            let selector: Result<DisplaySelector, SelectorSyntaxError>
             switch kind {
-            case 0: selector = .primary
-            case 1: selector = .crtc(selectorID)
-            case 2: selector = .connector(try r.name(24, width: WireProtocol.nameSize, field: "connector name"))
-            case 3: selector = .display(selectorID)
+            case 0: selector = .success(.primary)
+            case 1: selector = Result { () throws(SelectorSyntaxError) in try DisplaySelector.crtc(selectorID).checked() }
+            case 2:
+                let name = try r.name(24, width: WireProtocol.nameSize, field: "connector name")
+                selector = Result { () throws(SelectorSyntaxError) in try DisplaySelector.connector(name).checked() }
+            case 3: selector = Result { () throws(SelectorSyntaxError) in try DisplaySelector.display(selectorID).checked() }
             case 4:
+                guard version >= 3 else { throw .invalidField("selector kind 4 needs protocol 3, this connection speaks \(version)") }
                 guard r.count >= Subscribe.matchWireSize else {
                     throw .invalidField("selector kind 4 needs the \(Subscribe.matchWireSize)-byte SUBSCRIBE of protocol 3, got \(r.count) bytes")
                 }
+                // Any selector's text: kind 4 is how the text travels, not a class of selectors.
                 let text = try r.name(80, width: DisplaySelector.maxTextSize, field: "selector text")
-                let parsed: DisplaySelector
-                do throws(SelectorSyntaxError) { parsed = try DisplaySelector.parse(text) } catch {
-                    throw .invalidField("selector text: \(error.message)")
-                }
-                guard case .match = parsed else { throw .invalidField("selector text '\(text)' is not a kind 4 selector: send it as kind \(parsed.kind)") }
-                selector = parsed
+                selector = Result { () throws(SelectorSyntaxError) in try DisplaySelector.parse(text) }
             default: throw .invalidField("display selector kind \(kind)")
             }
             let range = try FrameRateRange.read(r, at: 56)
             // Protocol 1's 68 bytes end at the range: no work duration. Anything between is cut short.
             let work = r.count == MessageType.subscribe.minimumSize ? 0 : try workDuration(r, at: 72)
-            return .subscribe(Subscribe(subscriptionID: id, selector: selector, range: range, flags: flags, workDurationNs: work))
+            switch selector {
+            case .success(let s):
+                return .subscribe(Subscribe(subscriptionID: id, selector: s, range: range, flags: flags, workDurationNs: work))
+            case .failure(let e):
+                throw .badSelector(subscriptionID: id, message: e.message)
+            }
         case .setRate:
             return .setRate(SetRate(subscriptionID: try r.u32(8), range: try FrameRateRange.read(r, at: 12)))
         case .pause:
@@ -125,8 +134,8 @@ public enum ClientMessage: Equatable, Sendable {
         return ns
     }
 
-    public static func decode(_ bytes: [UInt8]) throws(WireError) -> ClientMessage {
-        try withUnsafeBytesTyped(bytes) { (b) throws(WireError) in try decode(b) }
+    public static func decode(_ bytes: [UInt8], version: UInt16 = WireProtocol.currentVersion) throws(WireError) -> ClientMessage {
+        try withUnsafeBytesTyped(bytes) { (b) throws(WireError) in try decode(b, version: version) }
     }
 }
 

@@ -73,22 +73,30 @@ extension DisplaySelector {
     /// The longest selector text SUBSCRIBE carries (kind 4).
     public static let maxTextSize = 128
 
-    /// Parses the selector syntax (docs/PROTOCOL.md § 4), shared by vsync-probe, DisplayLink and
-    /// libvsync so that every client reads it alike:
-    /// `primary`, `display:ID`, `crtc:ID`, a connector name (`DP-1`, or `connector:DP-1`),
-    /// `edid:MAKE/MODEL/SERIAL` (trailing parts may be left out, an empty part matches any), and
-    /// any of primary, `crtc:ID`, a connector or `edid:` followed by `@CARD`; `@CARD` alone is
-    /// that card's primary display. The forms of protocol 1 come back as their own cases, so an
-    /// older daemon still understands them; the others as `.match`.
+    /// Parses the selector syntax (docs/PROTOCOL.md § 4), shared by vsyncd, vsync-probe,
+    /// DisplayLink and libvsync so that every side reads it alike:
+    ///
+    ///     selector  = "display:" ID | head [ "@" CARD ]
+    ///     head      = "" | "primary" | "crtc:" ID | "connector:" NAME | NAME | "edid:" MAKE [ "/" MODEL [ "/" SERIAL ] ]
+    ///
+    /// ID is decimal digits naming 1 to 2³² − 1; NAME is the kernel's connector name (ASCII
+    /// letters, digits, `-`, `_`, `.`; 1 to 32 bytes); CARD is everything after the last `@`
+    /// (not empty); an EDID part may be empty (it matches anything), but not all three. Any
+    /// other head with a `:` is no form at all, not a connector name, so a typo is an error
+    /// rather than a wait for a display that can never come. `@CARD` alone is that card's
+    /// primary display. The forms of protocol 1 come back as their own cases, so an older
+    /// daemon still understands them; the others as `.match`.
     public static func parse(_ text: String) throws(SelectorSyntaxError) -> DisplaySelector {
         guard !text.isEmpty else { throw SelectorSyntaxError("the display selector is empty: use primary, a connector name such as DP-1, crtc:ID@CARD, display:ID or edid:MAKE/MODEL/SERIAL") }
         guard text.utf8.count <= maxTextSize else { throw SelectorSyntaxError("display selector of \(text.utf8.count) bytes: at most \(maxTextSize)") }
+        // Echoed in one-line errors: a control character must not break the line.
+        let shown = printable(text)
         var head = Substring(text)
         var card: String?
         // The card is after the last '@' (bus paths have none; a model name might).
         if let at = text.lastIndex(of: "@") {
             let name = String(text[text.index(after: at)...])
-            guard !name.isEmpty else { throw SelectorSyntaxError("'\(text)' names no card after '@': write e.g. crtc:45@card1 or DP-1@pci-0000:03:00.0") }
+            guard !name.isEmpty else { throw SelectorSyntaxError("'\(shown)' names no card after '@': write NAME@CARD, crtc:ID@CARD or @CARD, CARD as vsync-probe list shows it") }
             card = name
             head = text[..<at]
         }
@@ -96,22 +104,22 @@ extension DisplaySelector {
         if head.isEmpty || head == "primary" {
             target = .primary
         } else if head.hasPrefix("display:") {
-            guard card == nil else { throw SelectorSyntaxError("'\(text)': a display id names one display already; drop the @card") }
-            return .display(try number(head.dropFirst(8), text))
+            guard card == nil else { throw SelectorSyntaxError("'\(shown)': a display id names one display already; drop the @card") }
+            return .display(try number(head.dropFirst(8), shown))
         } else if head.hasPrefix("crtc:") {
-            target = .crtc(try number(head.dropFirst(5), text))
+            target = .crtc(try number(head.dropFirst(5), shown))
         } else if head.hasPrefix("edid:") {
             let parts = head.dropFirst(5).split(separator: "/", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
             guard parts.contains(where: { !$0.isEmpty }) else {
-                throw SelectorSyntaxError("'\(text)' matches every monitor: give edid:MAKE/MODEL/SERIAL, e.g. edid:Dell Inc./D1918H (vsync-probe list shows them)")
+                throw SelectorSyntaxError("'\(shown)' matches every monitor: give at least one of edid:MAKE/MODEL/SERIAL (vsync-probe list shows them)")
             }
             target = .edid(make: parts[0], model: parts.count > 1 ? parts[1] : "", serial: parts.count > 2 ? parts[2] : "")
+        } else if head.hasPrefix("connector:") {
+            target = .connector(try connectorName(head.dropFirst(10), shown))
+        } else if let colon = head.firstIndex(of: ":") {
+            throw SelectorSyntaxError("'\(shown)': '\(Self.printable(head[...colon]))' is no selector form: use primary, crtc:ID, display:ID, connector:NAME, edid:MAKE/MODEL/SERIAL or a connector name such as DP-1")
         } else {
-            let name = head.hasPrefix("connector:") ? String(head.dropFirst(10)) : String(head)
-            guard !name.isEmpty, name.utf8.count <= WireProtocol.nameSize else {
-                throw SelectorSyntaxError("'\(text)': a connector name has 1 to \(WireProtocol.nameSize) bytes")
-            }
-            target = .connector(name)
+            target = .connector(try connectorName(head, shown))
         }
         guard let card else {
             switch target {
@@ -124,9 +132,41 @@ extension DisplaySelector {
         return .match(DisplayMatch(target, card: card))
     }
 
+    /// Checks a selector SUBSCRIBE spelled with kind 0–3's fields against the same grammar:
+    /// kind 1 is `crtc:ID`, kind 2 `connector:NAME`, kind 3 `display:ID`. A kind 4 selector
+    /// comes from `parse` already.
+    public func checked() throws(SelectorSyntaxError) -> DisplaySelector {
+        switch self {
+        case .primary, .match: return self
+        case .crtc(let id): return .crtc(try Self.number(Substring(String(id)), "crtc:" + String(id)))
+        case .display(let id): return .display(try Self.number(Substring(String(id)), "display:" + String(id)))
+        case .connector(let name): return .connector(try Self.connectorName(Substring(name), "connector:" + Self.printable(name)))
+        }
+    }
+
+    /// `text` with control characters as '?', for an error line.
+    private static func printable(_ text: some StringProtocol) -> String {
+        var out = String.UnicodeScalarView()
+        for c in text.unicodeScalars { out.append(c.value < 0x20 || c.value == 0x7F ? "?" : c) }
+        return String(out)
+    }
+
     private static func number(_ digits: Substring, _ text: String) throws(SelectorSyntaxError) -> UInt32 {
-        guard let n = UInt32(digits), n > 0 else { throw SelectorSyntaxError("'\(text)': expected a number above 0 after the colon") }
+        guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = UInt32(digits), n > 0 else {
+            throw SelectorSyntaxError("'\(text)': expected a number above 0 after the colon (decimal digits, at most 4294967295; vsync-probe list shows the ids)")
+        }
         return n
+    }
+
+    /// The kernel names connectors TYPE-N (`DP-1`, `HDMI-A-1`, `eDP-1`, `Virtual-1`).
+    private static func connectorName(_ name: Substring, _ text: String) throws(SelectorSyntaxError) -> String {
+        func allowed(_ b: UInt8) -> Bool {
+            (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x2D || b == 0x5F || b == 0x2E
+        }
+        guard !name.isEmpty, name.utf8.count <= WireProtocol.nameSize, name.utf8.allSatisfy(allowed) else {
+            throw SelectorSyntaxError("'\(text)': a connector name is 1 to \(WireProtocol.nameSize) ASCII letters, digits, '-', '_' or '.', as the kernel names them (DP-1, HDMI-A-1; vsync-probe list shows them)")
+        }
+        return String(name)
     }
 
     /// The selector in the syntax `parse` reads.

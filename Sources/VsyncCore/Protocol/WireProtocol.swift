@@ -78,6 +78,10 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
     case sizeMismatch(header: Int, actual: Int)
     /// A field holds a value this version does not allow (bad magic, bad UTF-8, NaN rate, …).
     case invalidField(String)
+    /// A SUBSCRIBE that keeps every rule of the wire but whose selector is outside the
+    /// selector grammar (`DisplaySelector.parse`). Not malformed: the daemon refuses the
+    /// subscription (ERROR unknownDisplay) and keeps the connection.
+    case badSelector(subscriptionID: UInt32, message: String)
 
     public var description: String {
         switch self {
@@ -91,6 +95,8 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
             "header says \(header) bytes but the datagram has \(actual)"
         case let .invalidField(what):
             "invalid field: \(what)"
+        case let .badSelector(_, message):
+            "display selector: \(message)"
         }
     }
 }
