@@ -8,16 +8,24 @@ import VsyncCore
 /// synthetic.
 ///
 /// The trace plays from the daemon's start on its own clock, whether or not anyone listens
-/// (as a display's vblanks happen): event t of the trace is due at start + (t − t₀) / SPEED.
-/// Vblank timestamps keep the trace's exact spacing, moved by one constant so the first lies
-/// at the start (so at SPEED 1 they are CLOCK_MONOTONIC times a client can compare with its
-/// own); sequences are the trace's. Mode lines and off lines change what `rescan`/`refresh`
-/// report, and an off line fails the display's events as a CRTC going off does, so the server
-/// finds changes the way it finds them on DRM. After the last line nothing more happens.
+/// (as a display's vblanks happen): the trace's timeline compressed SPEED times onto
+/// CLOCK_MONOTONIC, trace time t at start + (t − t₀) / SPEED. That is both when an event is
+/// applied and a vblank's timestamp, so a timestamp is never ahead of the clock a client
+/// compares it with, and what the client sees is a display SPEED times as fast: the mode's
+/// refresh and the VRR range's rates × SPEED, intervals / SPEED; sequences are the trace's.
+/// The trace's cards and connectors keep their names (`/dev/dri/card1` is `card1`), and each
+/// replayed connector's id is its trace display id (traces do not record the kernel's), so
+/// selectors name replayed displays as they named the recorded ones. Mode lines and off lines
+/// change what `rescan`/`refresh` report, and an off line fails the display's events as a
+/// CRTC going off does, so the server finds changes the way it finds them on DRM. After the
+/// last line nothing more happens.
 final class ReplayVBlankSource: VBlankSource {
     fileprivate struct Replayed {
         var key: DisplayKey
         var connector: String
+        var connectorID: UInt32
+        /// The trace's device as the kernel names the card: `card1` for `/dev/dri/card1`.
+        var card: String
         var mode: (width: UInt16, height: UInt16, refresh: RefreshRate)?
         var active = false
         var token: UInt32 = 0
@@ -26,7 +34,8 @@ final class ReplayVBlankSource: VBlankSource {
     }
 
     private let trace: VBlankTrace
-    private let speed: Double
+    /// SPEED as a fraction (1.5 is 3/2), so rates and times scale exactly.
+    private let speed: ReplaySpeed
     private let logger: Logger
     private let timer: TimerFD
     private var displays: [UInt32: Replayed] = [:]
@@ -39,9 +48,9 @@ final class ReplayVBlankSource: VBlankSource {
     /// `argument` is FILE or FILE@SPEED (SPEED > 0, e.g. 4 for four times faster).
     init(argument: String, logger: Logger) throws(DaemonError) {
         var path = argument
-        var speed = 1.0
-        if let at = argument.lastIndex(of: "@"), let s = Double(argument[argument.index(after: at)...]) {
-            guard s > 0, s.isFinite, s <= 1000 else {
+        var speed = ReplaySpeed.one
+        if let at = argument.lastIndex(of: "@"), let s = ReplaySpeed(argument[argument.index(after: at)...]) {
+            guard s.numerator > 0, s.numerator <= 1000 * s.denominator else {
                 throw DaemonError("replay speed \(s) is out of range: use --source replay:FILE@SPEED with 0 < SPEED ≤ 1000")
             }
             path = String(argument[..<at])
@@ -57,7 +66,8 @@ final class ReplayVBlankSource: VBlankSource {
         self.logger = logger
         timer = try TimerFD()
         for d in trace.displays {
-            displays[d.id] = Replayed(key: DisplayKey(device: "replay:\(d.device)", crtcID: d.crtcID), connector: d.connector)
+            displays[d.id] = Replayed(key: DisplayKey(device: "replay:\(d.device)", crtcID: d.crtcID), connector: d.connector,
+                                      connectorID: d.id, card: String(d.device.split(separator: "/").last ?? ""))
             order.append(d.id)
         }
         // Mode and VRR lines before the first vblank describe the start.
@@ -66,7 +76,7 @@ final class ReplayVBlankSource: VBlankSource {
         }
         traceStartNs = trace.events[cursor...].first?.timeNs ?? 0
         wallStartNs = monotonicNow()
-        logger.info("source: replay of \(path) at \(speed)× (\(trace.events.count) events; ticks flagged synthetic; timestamps moved by \(Int64(bitPattern: wallStartNs &- traceStartNs)) ns)")
+        logger.info("source: replay of \(path) at \(speed)× (\(trace.events.count) events; ticks flagged synthetic; trace time \(traceStartNs) is \(wallStartNs) ns on CLOCK_MONOTONIC)")
         armNext()
     }
 
@@ -90,9 +100,10 @@ final class ReplayVBlankSource: VBlankSource {
 
     private func sourceDisplay(_ id: UInt32) -> SourceDisplay? {
         guard let d = displays[id] else { return nil }
-        return SourceDisplay(key: d.key, connectorID: d.key.crtcID, connectorName: d.connector,
-                             deviceName: "replay", isActive: d.mode != nil, refresh: d.mode?.refresh,
-                             width: d.mode?.width ?? 0, height: d.mode?.height ?? 0, variableRefresh: d.variableRefresh)
+        return SourceDisplay(key: d.key, connectorID: d.connectorID, connectorName: d.connector,
+                             deviceName: d.card, isActive: d.mode != nil, refresh: d.mode.map { speed.scale($0.refresh) },
+                             width: d.mode?.width ?? 0, height: d.mode?.height ?? 0,
+                             variableRefresh: d.variableRefresh.map(speed.scale))
     }
 
     /// VRR_ENABLED as of the replay's position: the server polls it as it polls DRM's.
@@ -117,12 +128,10 @@ final class ReplayVBlankSource: VBlankSource {
         order.contains { displays[$0]?.key == key && displays[$0]?.active == true }
     }
 
-    /// When trace time `t` is due on the daemon's clock.
+    /// Trace time `t` on the daemon's clock: when it is due, and a vblank's timestamp.
     private func due(_ t: UInt64) -> UInt64 {
-        wallStartNs &+ UInt64((signedDeltaNs(t, traceStartNs) / speed).rounded())
+        wallStartNs &+ speed.compress(t >= traceStartNs ? t - traceStartNs : 0)
     }
-
-    private func signedDeltaNs(_ a: UInt64, _ b: UInt64) -> Double { max(0, Double(Int64(bitPattern: a &- b))) }
 
     private func armNext() {
         if cursor < trace.events.count { timer.arm(atNs: due(trace.events[cursor].timeNs)) } else { timer.disarm() }
@@ -148,7 +157,7 @@ final class ReplayVBlankSource: VBlankSource {
         switch event {
         case let .vblank(id, sequence, timestamp):
             guard let d = displays[id], d.active, d.mode != nil else { return }
-            events.append(.vblank(token: d.token, sequence: sequence, timestampNs: timestamp &+ (wallStartNs &- traceStartNs)))
+            events.append(.vblank(token: d.token, sequence: sequence, timestampNs: due(timestamp)))
         case let .mode(_, id, w, h, r):
             displays[id]?.mode = (w, h, r)
         case .variableRefreshCapable, .refreshRange, .variableRefreshEnabled:

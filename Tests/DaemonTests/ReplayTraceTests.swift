@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import VsyncCore
 
-/// The trace corpus (Tests/Traces, issue 23 item 4) replayed through the real vsyncd
+/// The trace corpus (Tests/Traces) replayed through the real vsyncd
 /// (`--source replay:FILE@SPEED`) to a raw-protocol client subscribed at the full rate. Each
 /// trace's header says where it came from and which are synthetic.
 @Suite("Replayed traces through vsyncd", .serialized)
@@ -17,8 +17,20 @@ struct ReplayTraceTests {
         var ticks: [Tick]
         var others: [ServerMessage]
         var log: String
-        /// What vsyncd added to the trace's timestamps (one constant).
-        var offset: UInt64 { ticks[0].timestampNs &- stamps[ticks[0].sequence]! }
+        var speed: ReplaySpeed = .one
+
+        /// Where vsyncd puts the trace's vblank `sequence` on CLOCK_MONOTONIC: the trace's
+        /// timeline from its first event after the opening mode lines, compressed SPEED times,
+        /// starting where the first tick puts it.
+        func timestamp(of sequence: UInt64) -> UInt64? {
+            let settings = trace.events.prefix {
+                switch $0 { case .vblank, .off: false; default: true }
+            }
+            let start = trace.events.dropFirst(settings.count).first?.timeNs ?? 0
+            guard let first = stamps[ticks[0].sequence], let stamp = stamps[sequence] else { return nil }
+            let origin = ticks[0].timestampNs - speed.compress(first - start)
+            return origin + speed.compress(stamp - start)
+        }
     }
 
     /// Replays `name` `speed` times as fast as recorded until the client has the trace's last vblank.
@@ -45,17 +57,17 @@ struct ReplayTraceTests {
         }
         #expect(ticks.last?.sequence == last, "the replay never reached the trace's last vblank: \(daemon.log)")
         #expect(ticks.count >= 50, "too few ticks: \(daemon.log)")
-        return Replay(trace: trace, stamps: stamps, ticks: ticks, others: others, log: daemon.log)
+        return Replay(trace: trace, stamps: stamps, ticks: ticks, others: others, log: daemon.log,
+                      speed: ReplaySpeed(numerator: UInt64(speed), denominator: 1))
     }
 
-    /// What holds for every trace: ticks are the trace's vblanks (sequence and timestamp, moved
-    /// by one constant), flagged synthetic, and every vblank between two ticks that the client
-    /// did not get is counted in `skipped`.
+    /// What holds for every trace: ticks are the trace's vblanks (its sequences, its timeline
+    /// compressed SPEED times onto the daemon's clock), flagged synthetic, and every vblank
+    /// between two ticks that the client did not get is counted in `skipped`.
     static func checkCommon(_ r: Replay) {
-        let offset = r.offset
         for t in r.ticks {
             #expect(t.flags.contains(.synthetic) && !t.flags.contains(.hardwareTimestamp))
-            #expect(r.stamps[t.sequence].map { $0 &+ offset } == t.timestampNs, "tick \(t.sequence) is not the trace's vblank")
+            #expect(r.timestamp(of: t.sequence) == t.timestampNs, "tick \(t.sequence) is not the trace's vblank")
         }
         for (a, b) in zip(r.ticks, r.ticks.dropFirst()) {
             #expect(b.sequence > a.sequence && b.sequence - a.sequence - 1 == UInt64(b.skipped), "\(a.sequence) → \(b.sequence), skipped \(b.skipped)")
@@ -67,15 +79,15 @@ struct ReplayTraceTests {
         ticks.map { abs(Double($0.targetTimestampNs) - Double($0.timestampNs) - periodNs * Double($0.targetSequence - $0.sequence)) }
     }
 
-    static let period60 = 1e9 * 1302 / 78125  // the recorded mode: 65 MHz over 1344 × 806
+    static let period60 = 1e9 * 1302 / 78125  // the recorded mode: 65 MHz over 1344 × 806, replayed at 2×: half
 
     @Test("vkms recording: the ticks are the kernel's vblanks, targets on its exact grid")
     func vkms() throws {
         let r = try Self.replay("vkms-60hz.trace")
         Self.checkCommon(r)
-        #expect(r.ticks.allSatisfy { $0.displayIntervalNs == 16_665_600 })
+        #expect(r.ticks.allSatisfy { $0.displayIntervalNs == 16_665_600 / 2 })
         // Once the fit has 6 samples, the next vblank is predicted to the ns.
-        #expect(Self.targetErrors(r.ticks.dropFirst(6), periodNs: Self.period60).allSatisfy { $0 <= 2 })
+        #expect(Self.targetErrors(r.ticks.dropFirst(6), periodNs: Self.period60 / 2).allSatisfy { $0 <= 2 })
     }
 
     @Test("interrupt-stamped recording: targets are the earliest the next stamp can come")
@@ -105,17 +117,18 @@ struct ReplayTraceTests {
         #expect(missing.count >= 5, "the trace's gaps are not in the replayed span")
         let skipped = r.ticks.dropFirst().reduce(0) { $0 + Int($1.skipped) }
         #expect(skipped >= missing.count)
-        #expect(Self.targetErrors(r.ticks.dropFirst(6), periodNs: Self.period60).allSatisfy { $0 <= 2 })
+        #expect(Self.targetErrors(r.ticks.dropFirst(6), periodNs: Self.period60 / 2).allSatisfy { $0 <= 2 })
     }
 
     @Test("suspend gap: the phase restarts after the jump, no mode change")
     func suspendGap() throws {
         let r = try Self.replay("suspend-gap.trace", speed: 10)  // 35 s of trace in 3.5 s
         Self.checkCommon(r)
-        let jump = try #require(r.ticks.indices.dropLast().first { r.ticks[$0 + 1].timestampNs - r.ticks[$0].timestampNs > 29_000_000_000 })
+        // The trace's 30 s jump is 3 s at 10×.
+        let jump = try #require(r.ticks.indices.dropLast().first { r.ticks[$0 + 1].timestampNs - r.ticks[$0].timestampNs > 2_900_000_000 })
         // Right after the jump the model restarts the phase and keeps the period, so the
         // next vblank is exact again from the first tick after it.
-        #expect(Self.targetErrors(r.ticks[(jump + 1)...], periodNs: Self.period60).allSatisfy { $0 <= 2 })
+        #expect(Self.targetErrors(r.ticks[(jump + 1)...], periodNs: Self.period60 / 10).allSatisfy { $0 <= 2 })
         #expect(!r.others.contains { if case .displayEvent = $0 { true } else { false } }, "\(r.others)")
     }
 
@@ -125,7 +138,7 @@ struct ReplayTraceTests {
         Self.checkCommon(r)
         let events = r.others.compactMap { if case .displayEvent(let e) = $0 { e } else { nil } }
         #expect(events.map(\.kind) == [.modeChanged], "\(events)")
-        let period75 = 1e9 * 119_288 / 8_946_625
+        let period75 = 1e9 * 119_288 / 8_946_625 / 2  // replayed at 2×
         let after = r.ticks.filter { $0.displayIntervalNs == UInt64(period75.rounded()) }
         #expect(after.count >= 100, "ticks at 75 Hz: \(after.count)")
         #expect(Self.targetErrors(after.dropFirst(6)[...], periodNs: period75).allSatisfy { $0 <= 2 })
@@ -133,11 +146,13 @@ struct ReplayTraceTests {
 }
 
 // The synthetic VRR traces (Tests/Traces/vrr-*.trace, made by make-vrr-traces.py) replayed to a
-// protocol 5 client: issue 23's "done when" for variable refresh.
+// protocol 5 client: what variable refresh must do, shown on recorded-shape input.
 extension ReplayTraceTests {
     /// 1 / 144 Hz, as the daemon rounds the EDID range's maximum (48-144 Hz).
     static let vrrShortestNs: UInt64 = 6_944_444
     static let vrrLongestNs: UInt64 = 20_833_333
+    /// Replayed at 2×, the display is a 96-288 Hz one: 1 / 288 Hz.
+    static let vrrShortestAt2Ns: UInt64 = 3_472_222
 
     struct VariableRun {
         var trace: VBlankTrace
@@ -196,11 +211,11 @@ extension ReplayTraceTests {
 
     /// A variable tick's target and timelines are the earliest the vblanks can be: the newest
     /// vblank plus k shortest intervals, never sooner.
-    static func checkEarliest(_ t: Tick) {
-        #expect(t.displayIntervalNs == vrrShortestNs)
-        #expect(t.targetTimestampNs >= t.timestampNs + vrrShortestNs, "target \(t.targetTimestampNs) before last \(t.timestampNs) + shortest")
+    static func checkEarliest(_ t: Tick, shortestNs: UInt64 = vrrShortestNs) {
+        #expect(t.displayIntervalNs == shortestNs)
+        #expect(t.targetTimestampNs >= t.timestampNs + shortestNs, "target \(t.targetTimestampNs) before last \(t.timestampNs) + shortest")
         for line in t.timelines {
-            #expect(line.presentationNs == t.timestampNs + (line.sequence - t.sequence) * vrrShortestNs, "\(t)")
+            #expect(line.presentationNs == t.timestampNs + (line.sequence - t.sequence) * shortestNs, "\(t)")
         }
     }
 
@@ -241,7 +256,7 @@ extension ReplayTraceTests {
     func toggle() throws {
         let r = try Self.replayVariable("vrr-toggle.trace", speed: 2, alsoVersion4: true)
         let ticks = r.ticks(1)
-        Self.checkCommon(Replay(trace: r.trace, stamps: r.stamps, ticks: ticks, others: [], log: r.log))
+        Self.checkCommon(Replay(trace: r.trace, stamps: r.stamps, ticks: ticks, others: [], log: r.log, speed: ReplaySpeed(numerator: 2, denominator: 1)))
         let events = r.events
         #expect(events.map(\.kind) == Array(repeating: .variableRefreshChanged, count: 4), "\(events.map(\.kind))")
         #expect(events.map { $0.display.flags.contains(.variable) } == [true, false, true, false])
@@ -263,11 +278,11 @@ extension ReplayTraceTests {
                 #expect(t.flags.contains(.variable) == variable, "tick \(t.sequence): variable \(t.flags.contains(.variable)), VRR \(variable)")
                 if variable {
                     onTicks += 1
-                    Self.checkEarliest(t)
+                    Self.checkEarliest(t, shortestNs: Self.vrrShortestAt2Ns)
                 } else {
                     offTicks += 1
-                    // 144 Hz either way: off VRR it is the model's estimate, within a ns or two.
-                    #expect(t.displayIntervalNs >= Self.vrrShortestNs - 2 && t.displayIntervalNs <= Self.vrrShortestNs + 2)
+                    // 288 Hz replayed either way: off VRR it is the model's estimate, within a ns or two.
+                    #expect(t.displayIntervalNs >= Self.vrrShortestAt2Ns - 2 && t.displayIntervalNs <= Self.vrrShortestAt2Ns + 2)
                 }
             default: continue
             }

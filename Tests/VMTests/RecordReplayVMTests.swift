@@ -56,8 +56,8 @@ struct RecordReplayVMTests {
         print("record/replay: \(live.count) live ticks, \(inSpan.count) replayed over the span, \(coalesced) taken by the live client's own coalescing")
     }
 
-    /// Runs the host's vsyncd on the trace (twice as fast) and collects a full-rate client's
-    /// ticks up to `last`.
+    /// Runs the host's vsyncd on the trace (at the recorded speed, so its timestamps are the
+    /// recording's moved by one constant) and collects a full-rate client's ticks up to `last`.
     static func replay(_ path: String, until last: UInt64) throws -> [Tick] {
         let vsyncd = try GuestVM.productPath("vsyncd")
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("replay-\(UUID().uuidString.prefix(8))")
@@ -66,7 +66,7 @@ struct RecordReplayVMTests {
         let socket = dir.appendingPathComponent("s.sock").path
         let process = Process()
         process.executableURL = URL(fileURLWithPath: vsyncd)
-        process.arguments = ["--source", "replay:\(path)@2", "--socket", socket]
+        process.arguments = ["--source", "replay:\(path)@1", "--socket", socket]
         process.standardError = FileHandle.nullDevice
         try process.run()
         defer { process.terminate(); process.waitUntilExit() }
