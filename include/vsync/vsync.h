@@ -94,7 +94,8 @@ extern "C" {
 #define VSYNC_TIMING_ON 0x10000u      /* the display is lit */
 #define VSYNC_TIMING_CURRENT 0x20000u /* events on and a vblank since: last_* is at most a frame old */
 
-/* vsyncd lists at most this many displays. */
+/* vsyncd lists at most this many displays, at any protocol version (one list holds at most 42
+ * displays at protocol 1 and 2, 18 at 3, 17 at 4, 15 at 5). */
 #define VSYNC_MAX_DISPLAYS 42
 
 struct vsync_client;
