@@ -27,6 +27,7 @@ enum Seeds {
             ("subscribe-crtc", .subscribe(Subscribe(subscriptionID: 2, selector: .crtc(41), range: range, flags: .startPaused))),
             ("subscribe-connector", .subscribe(Subscribe(subscriptionID: 3, selector: .connector("Virtual-1"), range: FrameRateRange(preferredFramesPerSecond: 30)))),
             ("subscribe-display", .subscribe(Subscribe(subscriptionID: 4, selector: .display(1), range: range, flags: [.startPaused, .predictWhileOff]))),
+            ("subscribe-match", .subscribe(Subscribe(subscriptionID: 5, selector: .match(DisplayMatch(.crtc(45), card: "card1")), range: range))),
             ("set-rate", .setRate(SetRate(subscriptionID: 1, range: range))),
             ("pause", .pause(subscriptionID: 1)),
             ("resume", .resume(subscriptionID: 1)),
