@@ -5,10 +5,16 @@
 ///
 /// - Until `minimumSamplesForFit` samples are in, the period is the prior (the mode's nominal
 ///   period, or the period carried over a phase restart) anchored on the newest sample.
+///   After, the fit's period is taken only within `periodAgreement` of the prior and over three
+///   standard errors from it; else the phase is fitted on the prior (the mode's period is a
+///   fact; a short window of jittery stamps is not).
 /// - A sample whose residual against the current prediction exceeds `outlierFraction` of the
 ///   period is rejected (`.outlier`) and kept out of the fit.
 /// - `restartRun` consecutive rejected samples that fit a line among themselves mean the
-///   display changed under us (a mode change nobody reported): the model restarts from them.
+///   display changed under us (a mode change nobody reported): the model restarts from them,
+///   on their period if it is `outlierFraction` or more off the prior (`periodRestartCount`),
+///   else on the prior period at their phase (while still learning, with fewer than
+///   `minimumSamplesForFit` accepted, that is no restart: the few accepted were late stamps).
 /// - Timestamps the kernel took at interrupt time rather than scanout (a driver without
 ///   `get_vblank_timestamp`, or `drm.timestamp_precision_usec=0`) are late by the interrupt
 ///   latency: one-sided, often a millisecond. Once the window's residuals are large and
@@ -23,8 +29,9 @@
 /// allocated once): three passes over the window (means, sums, residual moments), about
 /// 1.3 µs a sample at window 120 built with -O on the loaded 2-core build machine; on an
 /// interrupt-stamped display the envelope's hull passes bring it to 4-5 µs (measured with a
-/// -O build of these files fed 200 000 exact, exponential-latency and host-tick samples). Timestamps are taken relative to the newest sample before they become
-/// Doubles, so nanosecond precision holds for any CLOCK_MONOTONIC value.
+/// -O build of these files fed 200 000 exact, exponential-latency and host-tick samples).
+/// Timestamps are taken relative to the newest sample before they become Doubles, so
+/// nanosecond precision holds for any CLOCK_MONOTONIC value.
 public struct RefreshModel: Sendable {
     public enum Verdict: Sendable, Hashable {
         /// Added to the fit.
@@ -54,6 +61,13 @@ public struct RefreshModel: Sendable {
     /// lets a rejected sample restart the phase at once.
     public static let longGapNs = 1e9
 
+    /// How far a fitted period may lie from the known one (the mode's, or one a restart found)
+    /// and be taken: a display keeps its mode's period to its pixel clock's tolerance (VESA:
+    /// ±0.5 %), while six interrupt stamps on a 4 ms timer tick fit a line 4 % fast. Another
+    /// mode's period shows as a run of outliers and a restart; a nearer change is the daemon's
+    /// re-read of the mode to find.
+    public static let periodAgreement = 0.01
+
     /// Samples needed before the residuals' spread can say how the timestamps were taken.
     public static let minimumSamplesForSpread = 24
     /// The residuals say "interrupt time" when their RMS is at least this and their skewness
@@ -82,8 +96,8 @@ public struct RefreshModel: Sendable {
     public private(set) var outlierCount: UInt64 = 0
     /// Times the model restarted by itself (display change or clock jump), in total.
     public private(set) var restartCount: UInt64 = 0
-    /// Of those, restarts on a new period (a run of agreeing outliers), not a new phase after
-    /// a gap: what a display's configuration generation counts.
+    /// Of those, restarts on a new period (a run of agreeing outliers on another mode's period),
+    /// not a new phase (after a gap, or a run on the same period): a configuration change.
     public private(set) var periodRestartCount: UInt64 = 0
     /// What the timestamps' spread says they are. Kept across `reset` (it is the driver's
     /// habit, not the mode's) and judged again once `minimumSamplesForSpread` are in.
@@ -230,6 +244,8 @@ public struct RefreshModel: Sendable {
 
     // MARK: - Internals
 
+    private func agreesWithPrior(_ period: Double) -> Bool { abs(period - priorPeriodNs) <= Self.periodAgreement * priorPeriodNs }
+
     private func predictedOffset(_ sequence: UInt64) -> Double {
         offsetNs + periodNs * signedDelta(sequence, refSeq)
     }
@@ -278,18 +294,23 @@ public struct RefreshModel: Sendable {
             sumY += signedDelta(timestamps[i], refTs)
         }
         let meanX = sumX / Double(count), meanY = sumY / Double(count)
-        var sxx = 0.0, sxy = 0.0
+        var sxx = 0.0, sxy = 0.0, syy = 0.0
         for i in 0..<count {
             let dx = signedDelta(sequences[i], refSeq) - meanX
+            let dy = signedDelta(timestamps[i], refTs) - meanY
             sxx += dx * dx
-            sxy += dx * (signedDelta(timestamps[i], refTs) - meanY)
+            sxy += dx * dy
+            syy += dy * dy
         }
         guard sxx > 0 else { return }
         let slope = sxy / sxx
-        if slope > 0, slope.isFinite {
-            periodNs = slope
-            offsetNs = meanY - slope * meanX
-        }
+        // The window may refine the known period, not replace it: a slope further off is a
+        // window its stamps' error biased, and one within three standard errors of it is one
+        // that cannot tell itself from it. Either way the phase is fitted on the known period.
+        let slopeVariance = Swift.max(0, syy - slope * sxy) / Double(count - 2) / sxx
+        let known = slope - priorPeriodNs
+        if slope > 0, slope.isFinite, agreesWithPrior(slope), known * known > 9 * slopeVariance { periodNs = slope }
+        offsetNs = meanY - periodNs * meanX
         centerPeriodNs = periodNs
         centerOffsetNs = offsetNs
         if count >= Self.minimumSamplesForSpread { judgeSpread() }
@@ -306,7 +327,7 @@ public struct RefreshModel: Sendable {
             ? EnvelopeFit.minimax(count: count, lowerStack: &hullStack, upperStack: &upperHullStack,
                                   x: { xs[$0] }, y: { ys[$0] })
             : EnvelopeFit.lower(count: count, stack: &hullStack, x: { xs[$0] }, y: { ys[$0] })
-        if let line = envelope {
+        if let line = envelope, agreesWithPrior(line.slope) {
             periodNs = line.slope
             offsetNs = line.interceptAtZero
         }
@@ -352,11 +373,18 @@ public struct RefreshModel: Sendable {
                 return abs(signedDelta(runTimestamps[i], t0) - fitted) <= tolerance
             }
             if agree {
+                // Six stamps agreeing within 20 % of a period may lie on a line 10 % off it: only
+                // 20 % off (another mode; Android's VSyncPredictor clears at the same) is a new
+                // period. Nearer, the phase moved and the period is kept, as after a gap; while
+                // still learning that is only a better start than a stamp or two that came late.
+                let newPeriod = abs(line.slope - priorPeriodNs) >= Self.outlierFraction * priorPeriodNs
+                let learning = count < Self.minimumSamplesForFit
                 // `clear` and `push` leave the run's storage alone, so it can be read while pushing.
-                clear(priorPeriodNs: line.slope)
+                clear(priorPeriodNs: newPeriod ? line.slope : periodNs)
                 for i in 0..<Self.restartRun { push(runSequences[i], runTimestamps[i]) }
+                if learning && !newPeriod { return .accepted }
                 restartCount += 1
-                periodRestartCount += 1
+                if newPeriod { periodRestartCount += 1 }
                 return .restarted
             }
         }

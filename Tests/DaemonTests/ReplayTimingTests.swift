@@ -1,0 +1,105 @@
+import Foundation
+import Testing
+import VsyncCore
+
+/// What a client is told of a display's timing when the trace is an awkward one: interrupt
+/// stamps from their worst start, a suspend, off and on at the same mode, VRR turning on.
+/// Each runs the real vsyncd on a replayed trace (`--source replay:FILE@SPEED`) with a
+/// raw-protocol client, and counts by vblank sequence.
+@Suite("Replayed traces: timing and generations", .serialized)
+struct ReplayTimingTests {
+    struct Run {
+        var subscribed: Subscribed
+        /// Everything after SUBSCRIBED, in order.
+        var messages: [ServerMessage]
+        var daemon: DaemonProcess
+        var client: RawClient
+        var ticks: [Tick] { messages.compactMap { if case .tick(let t) = $0 { t } else { nil } } }
+        var events: [DisplayEvent] { messages.compactMap { if case .displayEvent(let e) = $0 { e } else { nil } } }
+    }
+
+    /// Replays `trace` to a client of protocol `version` subscribed at the full rate to
+    /// `connector`, until it has the tick of vblank `last`.
+    static func replay(_ trace: VBlankTrace, speed: Int, connector: String, version: UInt16 = 4, last: UInt64) throws -> Run {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("replay-\(UUID().uuidString.prefix(8)).trace")
+        try trace.text.write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let daemon = try DaemonProcess(extra: ["--source", "replay:\(file.path)@\(speed)"])
+        let client = try RawClient(path: daemon.socketPath)
+        try client.handshake(name: "replay-timing", version: version)
+        if version >= 5 { _ = client.messages(timeout: 2) { if case .timingPage = $0 { true } else { false } } }
+        let subscribed = try client.subscribe(1, fps: 0, selector: .connector(connector))
+        var messages: [ServerMessage] = []
+        // Backstop only: every trace here lasts under 10 s at its speed.
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            guard case .message(let m) = client.receive(timeout: 1) else { continue }
+            messages.append(m)
+            if case .tick(let t) = m, t.sequence == last { break }
+        }
+        let run = Run(subscribed: subscribed, messages: messages, daemon: daemon, client: client)
+        #expect(run.ticks.last?.sequence == last, "the replay never reached vblank \(last): \(daemon.log)")
+        return run
+    }
+
+    static func recorded(_ name: String) throws -> VBlankTrace {
+        try VBlankTrace(parsing: String(contentsOfFile: ReplayTraceTests.traces.appendingPathComponent(name).path, encoding: .utf8))
+    }
+
+    /// The test bed's interrupt stamps come 16.001 or 20.00125 ms apart (a 4 ms host tick); a
+    /// model whose first vblank came right after a 20 ms interval took the next six for a
+    /// period 4 % fast and restarted on them every six vblanks. The trace is replayed from such
+    /// a vblank as a second display, lit `lead` after the first display's one vblank, so the
+    /// client subscribes before its first vblank and the model starts exactly there.
+    @Test("interrupt stamps from a vblank after a long interval: one generation, the mode's interval, targets in the jitter, the flag set")
+    func interruptStampsFromTheirWorstStart() throws {
+        let recorded = try Self.recorded("vkms-interrupt-stamps.trace")
+        var stamps: [(sequence: UInt64, timestampNs: UInt64)] = []
+        var mode: VBlankTrace.Event?
+        for event in recorded.events {
+            if case .vblank(_, let s, let t) = event { stamps.append((s, t)) }
+            if case .mode = event, mode == nil { mode = event }
+        }
+        guard case .mode(_, _, let width, let height, let refresh) = try #require(mode) else { return }
+        let start = try #require(stamps.indices.dropFirst().first { stamps[$0].timestampNs - stamps[$0 - 1].timestampNs > 20_000_000 })
+        let lead: UInt64 = 6_000_000_000  // 3 s at 2×: the client subscribes well before
+        let t0 = stamps[start].timestampNs  // display 2's stamps move `lead` later
+        var events: [VBlankTrace.Event] = [
+            .mode(timeNs: t0 - 1, display: 1, width: width, height: height, refresh: refresh),
+            .mode(timeNs: t0 - 1, display: 2, width: width, height: height, refresh: refresh),
+            .vblank(display: 1, sequence: 1, timestampNs: t0),
+        ]
+        events += stamps[start...].map { .vblank(display: 2, sequence: $0.sequence, timestampNs: $0.timestampNs + lead) }
+        let trace = VBlankTrace(comments: ["vkms-interrupt-stamps.trace from its vblank \(start) on, as display 2"], displays: [
+            .init(id: 1, device: "/dev/dri/card0", crtcID: 45, connector: "Virtual-1"),
+            .init(id: 2, device: "/dev/dri/card0", crtcID: 46, connector: "Virtual-2"),
+        ], events: events)
+        let r = try Self.replay(trace, speed: 2, connector: "Virtual-2", last: stamps.last!.sequence)
+        let ticks = r.ticks
+        try #require(ticks.first?.sequence == stamps[start].sequence, "the model's first vblank was \(ticks.first?.sequence ?? 0), not \(stamps[start].sequence): the client subscribed late")
+        #expect(r.events.isEmpty, "\(r.events)")
+        // One generation from the first tick to the last: nothing changed.
+        let generations = Set(ticks.map(\.generation))
+        #expect(generations == [r.subscribed.display.generation], "generations \(generations.sorted())")
+        // The interval is the mode's (16 665 600 ns) to within its clock's tolerance.
+        let period = refresh.periodNanoseconds
+        let worst = ticks.map { abs(Double($0.displayIntervalNs) - period) / period }.max() ?? 1
+        #expect(worst <= 0.005, "display_interval_ns \(worst * 100) % off the mode's")
+        // Each target against the next vblank's stamp: the stamps are late by 0 to one host
+        // tick (4 ms) after the earliest time, so the next stamp lands about half a tick after
+        // the target, not a tick after it.
+        var leads: [Double] = []
+        for (t, next) in zip(ticks, ticks.dropFirst()) where next.sequence == t.targetSequence && t.sequence >= stamps[start].sequence + 6 {
+            leads.append(Double(next.timestampNs) - Double(t.targetTimestampNs))
+        }
+        let p = try #require(Percentiles(leads))
+        #expect(p.count >= 300 && p.p50 >= 1_000_000 && p.p50 <= 3_000_000, "next stamp − target: \(p)")
+        // The record says the stamps are the interrupt's.
+        r.client.send(.listDisplays)
+        let listed = r.client.messages { if case .displayList = $0 { true } else { false } }
+        guard case .displayList(let list)? = listed.last else { Issue.record("no DISPLAY_LIST"); return }
+        let record = try #require(list.first { $0.connectorName == "Virtual-2" })
+        #expect(record.flags.contains(.interruptTimestamps), "flags \(record.flags), timing \(record.timing)")
+        #expect(record.timing.samples == 120)
+    }
+}
