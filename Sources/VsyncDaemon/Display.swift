@@ -42,12 +42,17 @@ final class Display {
     var variableRefreshPolledNs: UInt64 = 0
     /// Changes the daemon made: mode, off, on, model resets (`resetModel`, `turnedOff`).
     private var changes: UInt32 = 0
+    /// The model's restarts on a new phase while the display was followed without a break
+    /// (`phaseMoved`).
+    private var phaseMoves: UInt32 = 0
+    /// What the model's own restarts add to the generation: each on a new period (one it saw
+    /// before the mode was re-read), and each on a new phase the daemon counted.
+    private var modelRestarts: UInt32 { UInt32(truncatingIfNeeded: model.periodRestartCount) &+ phaseMoves }
     /// The configuration generation every tick and display record carries (protocol 4): bumps
     /// exactly once per change of mode, on/off or model reset, including the model's own
-    /// restarts on a new period (one it saw before the mode was re-read; not a new phase after
-    /// an idle spell, which changes nothing a client was told), so a client detects any change
-    /// with one comparison. Wraps.
-    var generation: UInt32 { changes &+ UInt32(truncatingIfNeeded: model.periodRestartCount) }
+    /// restarts (`modelRestarts`; not a new phase after an idle spell, which changes nothing a
+    /// client was told), so a client detects any change with one comparison. Wraps.
+    var generation: UInt32 { changes &+ modelRestarts }
 
     static let fallbackPeriodNs = 1e9 / 60
 
@@ -82,9 +87,15 @@ final class Display {
     /// The display went dark: one generation.
     func turnedOff() { changes &+= 1 }
 
-    /// The model's period restarts as of the previous read of the source for this display.
-    private var periodRestartsAtLastRead: UInt64 = 0
-    /// The model restarted on a new period since the previous read: a mode change this read
+    /// The model started over on a new phase after vblanks it was waiting for stopped (a
+    /// suspend the vblanks show, or a stalled CRTC): the grid moved under the display's
+    /// followers, one generation. After an idle spell (events off) it is not called: the model
+    /// catching up with a grid nobody was told of is no change.
+    func phaseMoved() { phaseMoves &+= 1 }
+
+    /// The model's restarts as of the previous read of the source for this display.
+    private var restartsAtLastRead: UInt32 = 0
+    /// The model restarted (`modelRestarts`) since the previous read: a mode change this read
     /// finds is the change it saw (a late read full of the new mode's vblanks restarts the model
     /// before the CRTC is re-read after them), and the restart's bump stands for it. Only
     /// during `Server.apply`: a later reset is another change.
@@ -92,8 +103,8 @@ final class Display {
 
     /// The source was read for this display; what it says is being applied until `applied()`.
     func sourceRead() {
-        restartedSinceLastRead = model.periodRestartCount != periodRestartsAtLastRead
-        periodRestartsAtLastRead = model.periodRestartCount
+        restartedSinceLastRead = modelRestarts != restartsAtLastRead
+        restartsAtLastRead = modelRestarts
     }
 
     func applied() { restartedSinceLastRead = false }

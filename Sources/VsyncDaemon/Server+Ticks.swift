@@ -52,9 +52,14 @@ extension Server {
     func vblank(_ d: Display, sequence: UInt64, timestampNs: UInt64) {
         if d.isVariable { return variableVBlank(d, sequence: sequence, timestampNs: timestampNs) }
         let previous = d.lastSample
+        let followed = d.lastSampleIsCurrent, periodRestarts = d.model.periodRestartCount
         switch d.model.add(sequence: sequence, timestampNs: timestampNs) {
         case .duplicate, .stale: return
-        case .restarted: d.fruitlessRechecks = 0  // the model saw the period change: re-read the mode soon
+        case .restarted:
+            d.fruitlessRechecks = 0  // the model saw the period change: re-read the mode soon
+            // A new phase with vblank events on since the vblank before: the grid moved under
+            // the display's followers. After an idle spell it is the model catching up.
+            if followed, d.model.periodRestartCount == periodRestarts { d.phaseMoved() }
         case .accepted, .outlier: break
         }
         d.lastSample = (sequence, timestampNs)

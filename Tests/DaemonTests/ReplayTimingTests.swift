@@ -102,4 +102,20 @@ struct ReplayTimingTests {
         #expect(record.flags.contains(.interruptTimestamps), "flags \(record.flags), timing \(record.timing)")
         #expect(record.timing.samples == 120)
     }
+
+    /// The trace's vblanks jump 30 s (and 0.49 of a frame off the grid) while the count goes on
+    /// by one: a suspend as the vblanks show it. The daemon was waiting for them all along, so
+    /// the model's new phase is a change: one generation, on the first tick after the jump.
+    @Test("a suspend the vblanks show: one generation, from the first tick after the jump")
+    func suspendGap() throws {
+        let trace = try Self.recorded("suspend-gap.trace")
+        let last = trace.events.compactMap { if case .vblank(_, let s, _) = $0 { s } else { nil } }.max()!
+        let r = try Self.replay(trace, speed: 10, connector: "Virtual-1", last: last)  // 35 s of trace in 3.5 s
+        let ticks = r.ticks
+        let jump = try #require(ticks.indices.dropLast().first { ticks[$0 + 1].timestampNs - ticks[$0].timestampNs > 29_000_000_000 })
+        let g0 = r.subscribed.display.generation
+        #expect(ticks[...jump].allSatisfy { $0.generation == g0 }, "before: \(Set(ticks[...jump].map(\.generation)))")
+        #expect(ticks[(jump + 1)...].allSatisfy { $0.generation == g0 &+ 1 }, "after: \(Set(ticks[(jump + 1)...].map(\.generation)))")
+        #expect(r.events.isEmpty, "\(r.events)")
+    }
 }

@@ -126,5 +126,32 @@ extension VsyncdTests {
             #expect(ticks.last?.generation == g0 + 1)
             _ = next
         }
+
+        /// A new phase (vblanks back off the model's grid after a silence over a second) is a
+        /// change only if the daemon was waiting for them all along: that is a suspend (or a
+        /// stalled CRTC) as the vblanks show it. After an idle spell (paused: vblank events
+        /// off) the model only catches up with a grid nobody was told of.
+        @Test func aNewPhaseIsAChangeOnlyWhenTheDaemonWaitedForTheVBlanks() throws {
+            let source = ScriptedVBlankSource(displays: [Changes.virtual1(hz: 60)])
+            let daemon = try InProcessDaemon(source: source)
+            defer { daemon.stop() }
+            let client = try RawClient(path: daemon.socketPath)
+            try client.handshake(version: 4)
+            let g0 = try client.subscribe(1, fps: 0, selector: .connector("Virtual-1")).display.generation
+            let moved: UInt64 = 5_000_000_000 + 6_666_667  // 5 s and 0.4 of a frame later
+            var next = Changes.vblanks(source, 100...130, hz: 60, start: 5_000_000_000)
+            _ = client.messages { if case .tick(let t) = $0 { t.sequence == 130 } else { false } }
+            client.send(.pause(subscriptionID: 1))
+            #expect(waitUntil(timeout: 1) { !source.isActive(Changes.key) })
+            client.send(.resume(subscriptionID: 1))
+            #expect(waitUntil(timeout: 1) { source.isActive(Changes.key) })
+            next = Changes.vblanks(source, 131...150, hz: 60, start: next + moved)
+            let afterIdle = Self.ticks(client.messages { if case .tick(let t) = $0 { t.sequence == 150 } else { false } })
+            #expect(afterIdle.count >= 10 && afterIdle.allSatisfy { $0.generation == g0 }, "after an idle spell: \(afterIdle.map(\.generation))")
+            next = Changes.vblanks(source, 151...170, hz: 60, start: next + moved)
+            let afterSilence = Self.ticks(client.messages { if case .tick(let t) = $0 { t.sequence == 170 } else { false } })
+            #expect(afterSilence.count >= 10 && afterSilence.allSatisfy { $0.generation == g0 + 1 }, "after a silence while followed: \(afterSilence.map(\.generation))")
+            _ = next
+        }
     }
 }
