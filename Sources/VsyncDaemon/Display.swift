@@ -6,7 +6,12 @@ final class Display {
     /// What the source's events carry for this display: its slot in `DisplaySlots` and that
     /// slot's generation. Set when the server lists it.
     var token: UInt32 = DisplaySlots.noToken
-    var source: SourceDisplay
+    var source: SourceDisplay {
+        didSet { if source.isActive { litSource = source } }
+    }
+    /// The source as last read while lit: turning on again is a mode change only against it
+    /// (a CRTC read while off has no mode at all).
+    private(set) var litSource: SourceDisplay?
     var model: RefreshModel
     var state: DisplayState
     var subscriptions: [Subscription] = []
@@ -59,6 +64,7 @@ final class Display {
     init(id: UInt32, source: SourceDisplay) {
         self.id = id
         self.source = source
+        litSource = source.isActive ? source : nil
         self.state = source.isActive ? .on : .off
         self.model = RefreshModel(nominalPeriodNs: source.refresh?.periodNanoseconds ?? Self.fallbackPeriodNs)
     }

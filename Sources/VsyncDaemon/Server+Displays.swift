@@ -99,13 +99,13 @@ extension Server {
         defer { d.applied() }
         let was = (on: d.state == .on, variable: d.isVariable, generation: d.generation)
         defer { variableRefreshApplied(d, wasOn: was.on, wasVariable: was.variable, generation: was.generation) }
-        let old = d.source
+        let old = d.source, lit = d.litSource
         d.source = fresh
         if fresh.busPath != old.busPath || fresh.edid != old.edid || fresh.connectorName != old.connectorName { statusDirty = true }
         if !fresh.isActive {
             if d.state == .on { turnOff(d) }
         } else if d.state == .off {
-            turnOn(d, modeChanged: !fresh.sameMode(as: old))
+            turnOn(d, modeChanged: !fresh.sameMode(as: lit ?? old))
         } else if !fresh.sameMode(as: old) {
             logger.info("display \(d.id) mode changed: \(old.refresh.map { "\($0)" } ?? "?") \(old.width)x\(old.height) → \(fresh.refresh.map { "\($0)" } ?? "?") \(fresh.width)x\(fresh.height)")
             d.resetModel()

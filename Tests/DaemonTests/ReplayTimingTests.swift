@@ -118,4 +118,37 @@ struct ReplayTimingTests {
         #expect(ticks[(jump + 1)...].allSatisfy { $0.generation == g0 &+ 1 }, "after: \(Set(ticks[(jump + 1)...].map(\.generation)))")
         #expect(r.events.isEmpty, "\(r.events)")
     }
+
+    /// A mode set that turns the display off and on at the same mode (vkms does it for any
+    /// commit that needs a modeset): `off`, then `on`, and no `modeChanged`.
+    @Test("off and on again at the same mode: off, on, no modeChanged; one generation each")
+    func offAndOnAtTheSameMode() throws {
+        let recorded = try Self.recorded("vkms-60hz.trace")
+        var head: [VBlankTrace.Event] = []
+        var stamps: [(sequence: UInt64, timestampNs: UInt64)] = []
+        for event in recorded.events {
+            if case .vblank(_, let s, let t) = event {
+                if stamps.count == 100 { break }
+                stamps.append((s, t))
+            }
+            head.append(event)
+        }
+        guard case .mode(_, _, let width, let height, let refresh)? = head.first(where: { if case .mode = $0 { true } else { false } })
+        else { Issue.record("no mode line"); return }
+        let period = refresh.periodNanoseconds
+        let off = stamps.last!.timestampNs + 5_000_000, on = off + 300_000_000
+        var events = head
+        events.append(.off(timeNs: off, display: 1))
+        events.append(.mode(timeNs: on, display: 1, width: width, height: height, refresh: refresh))
+        let first = stamps.last!.sequence + 1
+        for k in 0..<UInt64(100) {
+            events.append(.vblank(display: 1, sequence: first + k, timestampNs: on + 10_000_000 + UInt64((Double(k) * period).rounded())))
+        }
+        let trace = VBlankTrace(comments: ["vkms-60hz.trace's first 100 vblanks, off, on at the same mode"], displays: recorded.displays, events: events)
+        let r = try Self.replay(trace, speed: 2, connector: "Virtual-1", last: first + 99)
+        let g0 = r.subscribed.display.generation
+        #expect(r.events.map(\.kind) == [.off, .on], "\(r.events.map(\.kind))")
+        #expect(r.events.map(\.display.generation) == [g0 &+ 1, g0 &+ 2])
+        #expect(r.ticks.last?.generation == g0 &+ 2)
+    }
 }
