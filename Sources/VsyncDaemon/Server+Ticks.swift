@@ -50,6 +50,10 @@ extension Server {
     }
 
     func vblank(_ d: Display, sequence: UInt64, timestampNs: UInt64) {
+        // A vblank off the grid may be the first under VRR: known before it is ticked.
+        if !d.isVariable, variableRefreshMayHaveTurnedOn(d, sequence: sequence, timestampNs: timestampNs) {
+            guard d.state == .on, displaySlots.contains(d) else { return }
+        }
         if d.isVariable { return variableVBlank(d, sequence: sequence, timestampNs: timestampNs) }
         let previous = d.lastSample
         let followed = d.lastSampleIsCurrent, periodRestarts = d.model.periodRestartCount

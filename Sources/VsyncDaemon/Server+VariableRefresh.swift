@@ -37,11 +37,30 @@ extension Server {
         var now: UInt64 = 0
         for d in displays where d.state == .on && d.lastSampleIsCurrent && d.source.variableRefresh?.capable == true {
             if now == 0 { now = monotonicNow() }
-            guard now &- d.variableRefreshPolledNs >= UInt64(d.model.periodNs), source.isActive(d.key) else { continue }
-            d.variableRefreshPolledNs = now
-            guard let enabled = source.variableRefreshEnabled(d.key), enabled != d.source.variableRefresh?.enabled else { continue }
-            recheck(d, now: now)
+            guard now &- d.variableRefreshPolledNs >= UInt64(d.model.periodNs) else { continue }
+            pollVariableRefresh(d, now: now)
         }
+    }
+
+    private func pollVariableRefresh(_ d: Display, now: UInt64) {
+        guard source.isActive(d.key) else { return }
+        d.variableRefreshPolledNs = now
+        guard let enabled = source.variableRefreshEnabled(d.key), enabled != d.source.variableRefresh?.enabled else { return }
+        recheck(d, now: now)
+    }
+
+    /// Before a vblank is ticked on the fixed grid: if it came off the grid (by the 0.5 % that
+    /// also prompts a re-read of the mode) on a display that can do VRR, VRR_ENABLED is read
+    /// first, so the vblank at which VRR turned on is ticked as variable (its next vblank may
+    /// come a shortest interval after it) and not aimed at a grid that is gone. One read per
+    /// deviating vblank, none on the grid. True if it read (the display may have changed).
+    func variableRefreshMayHaveTurnedOn(_ d: Display, sequence: UInt64, timestampNs: UInt64) -> Bool {
+        guard d.source.variableRefresh?.capable == true, d.lastSampleIsCurrent, let last = d.lastSample,
+              sequence == last.sequence &+ 1, timestampNs > last.timestampNs,
+              abs(Double(timestampNs - last.timestampNs) - d.model.periodNs) > 0.005 * d.model.periodNs
+        else { return false }
+        pollVariableRefresh(d, now: monotonicNow())
+        return true
     }
 
     /// Called by `apply` once a fresh read is in: VRR went on or off on a display that stayed

@@ -151,4 +151,32 @@ struct ReplayTimingTests {
         #expect(r.events.map(\.display.generation) == [g0 &+ 1, g0 &+ 2])
         #expect(r.ticks.last?.generation == g0 &+ 2)
     }
+
+    /// VRR turns on 1 ms after a vblank; the next one comes 11.2 ms later, off the 144 Hz grid.
+    /// That vblank is already ticked as variable (VRR_ENABLED is read before a vblank off the
+    /// grid is ticked), aimed at the earliest next vblank, after the event that says so.
+    @Test("VRR turning on: the first vblank under it is a variable tick aimed at the earliest next vblank")
+    func variableRefreshTurningOn() throws {
+        let r = try ReplayTraceTests.replayVariable("vrr-toggle.trace", speed: 2)
+        var firstUnderVRR: [UInt64] = []
+        var turnedOnAt: UInt64?
+        for event in r.trace.events {
+            switch event {
+            case .variableRefreshEnabled(let t, _, true): turnedOnAt = t
+            case .vblank(_, let s, let t) where turnedOnAt.map({ t > $0 }) == true:
+                firstUnderVRR.append(s)
+                turnedOnAt = nil
+            default: continue
+            }
+        }
+        #expect(firstUnderVRR.count == 2)
+        for s in firstUnderVRR {
+            let i = try #require(r.messages.firstIndex { if case .tick(let t) = $0 { t.subscriptionID == 1 && t.sequence == s } else { false } })
+            guard case .tick(let t) = r.messages[i] else { continue }
+            #expect(t.flags.contains(.variable), "vblank \(s): a fixed-grid tick aimed \(Double(t.targetTimestampNs) - Double(t.timestampNs)) ns ahead")
+            #expect(t.targetTimestampNs == t.timestampNs + ReplayTraceTests.vrrShortestNs, "vblank \(s): target \(Double(t.targetTimestampNs) - Double(t.timestampNs)) ns ahead")
+            let told = r.messages[..<i].contains { if case .displayEvent(let e) = $0 { e.kind == .variableRefreshChanged && e.display.generation == t.generation } else { false } }
+            #expect(told, "vblank \(s): no variableRefreshChanged with generation \(t.generation) before it")
+        }
+    }
 }
