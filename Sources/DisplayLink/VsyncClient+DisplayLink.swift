@@ -1,3 +1,15 @@
+// The client core's and the protocol's types that DisplayLink's API names, re-exported by
+// name: an app imports DisplayLink alone (the other modules are not products), and under Swift
+// 6's member import visibility a type's members (`frameTimelines[1].sequence`) are visible
+// only through an import of the module that declares them. The rest of those modules stays
+// out of the app's namespace.
+@_exported import class VsyncClientCore.VsyncClient
+@_exported import enum VsyncClientCore.ClientEvent
+@_exported import struct VsyncClientCore.ClientFrame
+@_exported import struct VsyncCore.FrameTimeline
+@_exported import struct VsyncCore.FrameTimelines
+@_exported import struct VsyncCore.FrameRateRange
+@_exported import enum VsyncCore.DisplaySelector
 import VsyncClientCore
 import VsyncCore
 
@@ -16,14 +28,3 @@ import VsyncCore
 //     }
 //
 // One thread at a time uses a client; it reconnects and renews its subscriptions by itself.
-
-/// The thread-free vsyncd client: one fd to poll, ``VsyncClient/dispatch(timeoutMs:)``, events.
-public typealias VsyncClient = VsyncClientCore.VsyncClient
-/// What ``VsyncClient/dispatch(timeoutMs:)`` produced: frames, display changes, errors.
-public typealias ClientEvent = VsyncClientCore.ClientEvent
-/// One frame from ``VsyncClient``: the newest tick of a subscription, with the skipped count.
-public typealias ClientFrame = VsyncClientCore.ClientFrame
-/// One presentation candidate: a vblank at the link's rate and its predicted time.
-public typealias FrameTimeline = VsyncCore.FrameTimeline
-/// Up to four presentation candidates, the target first (``DisplayLink/Frame/frameTimelines``).
-public typealias FrameTimelines = VsyncCore.FrameTimelines
