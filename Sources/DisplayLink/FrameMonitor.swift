@@ -3,14 +3,18 @@ import Foundation
 import Synchronization
 import VsyncCore
 
-/// An FPS and hitch monitor on a ``DisplayLink`` (seed 001's `FPSMonitor` with seed 002's hang
-/// detector).
+/// An FPS and hitch monitor: the classic `FPSMonitor` on a display link, with a hang detector.
 ///
-/// The callback rate reflects how busy the thread is, not the display: a monitor scheduled on
-/// the main run loop counts the frames that thread could actually have drawn. Every `window`
-/// seconds it reports the frames per second over that window, the frames the link skipped
-/// (because the thread or a callback was too slow), the callbacks that overran their
-/// `targetTimestamp`, and the hitches: gaps between callbacks longer than `hitchThreshold`.
+/// The monitor makes a ``DisplayLink`` of its own (``link``) at the display's full rate, and
+/// every figure it reports is of that link's callbacks on the context you schedule it on, not
+/// of any other link in the app. That is the point: the callback rate reflects how busy that
+/// thread is, not the display, so a monitor scheduled where your drawing runs (the main run
+/// loop, or your link's queue) counts the frames that context could actually have drawn. Your
+/// own link's skipped frames are in its ``DisplayLink/skippedFrames``.
+///
+/// Every `window` seconds it reports the frames per second over that window, the frames its
+/// link skipped (because the thread or a callback was too slow), the callbacks that overran
+/// their `targetTimestamp`, and the hitches: gaps between callbacks longer than `hitchThreshold`.
 ///
 /// The monitor does not retain its owner; it owns its link and invalidates it when released.
 public final class FrameMonitor: Sendable {
@@ -29,8 +33,9 @@ public final class FrameMonitor: Sendable {
         public var overruns: Int
         /// Gaps between callbacks longer than the hitch threshold.
         public var hitches: Int
-        /// The monitored ``FrameWork``'s runs in the window (committed, coalesced, superseded,
-        /// late, failed; `outstanding` at its end); all zero without one.
+        /// The monitored ``FrameWork``'s requests in the window, by how they ended (`outstanding`
+        /// at its end); all zero without one. In ``FrameMonitor/totals``, counted from the
+        /// monitor's start, so a request made after it is counted whenever it ends.
         public var frameWork = FrameWorkCounts()
     }
 
@@ -52,13 +57,14 @@ public final class FrameMonitor: Sendable {
     ///
     /// - Parameters:
     ///   - window: seconds per report; at least 1 (shorter values are raised to 1).
-    ///   - hitchThreshold: a gap between callbacks longer than this is a hitch (seed 002: 50 ms).
+    ///   - hitchThreshold: a gap between callbacks longer than this is a hitch (50 ms: three
+    ///     frames at 60 Hz, the usual threshold of a hang detector).
     ///   - work: optional per-frame work to run and time; an overrun is counted when it ends after
     ///     the frame's `targetTimestamp`.
     ///   - onReport: called on the link's context at the end of each window.
     ///   - onHitch: called on the link's context for every hitch.
-    ///   - frameWork: a ``FrameWork`` (or anything that counts frame work) whose runs each
-    ///     report counts next to the dropped frames and hitches.
+    ///   - frameWork: a ``FrameWork`` (or anything that counts frame work) whose requests each
+    ///     report counts next to the dropped frames and hitches, from the monitor's start.
     public init(
         display: DisplaySelector = .primary, socketPath: String? = nil,
         window: Double = 1, hitchThreshold: Double = 0.05,
@@ -77,16 +83,26 @@ public final class FrameMonitor: Sendable {
 
     deinit { link.invalidate() }
 
-    /// Monitors on `runLoop` in `mode` (seed 001 uses `.main`, `.common` to count in every mode).
-    public func add(to runLoop: RunLoop, forMode mode: RunLoop.Mode) { link.add(to: runLoop, forMode: mode) }
+    /// Monitors on `runLoop` in `mode` (`.main` and `.common` count the main thread in every
+    /// mode). The monitor starts here: the frame work's counts are taken from now.
+    public func add(to runLoop: RunLoop, forMode mode: RunLoop.Mode) {
+        counter.start()
+        link.add(to: runLoop, forMode: mode)
+    }
 
-    /// Monitors on a dispatch queue.
-    public func start(on queue: DispatchQueue) { link.start(on: queue) }
+    /// Monitors on a dispatch queue. The monitor starts here: the frame work's counts are
+    /// taken from now.
+    public func start(on queue: DispatchQueue) {
+        counter.start()
+        link.start(on: queue)
+    }
 
     /// Stops monitoring for good.
     public func invalidate() { link.invalidate() }
 
-    /// Totals since the monitor started (`framesPerSecond` over the whole run).
+    /// Totals since the monitor started: its frames from its first callback (which starts the
+    /// clock of `framesPerSecond`), the frame work's counts from ``start(on:)`` or
+    /// ``add(to:forMode:)``.
     public var totals: Report { counter.totals }
 
     /// Errors of the underlying link (no daemon, display gone).
@@ -109,9 +125,9 @@ private final class Counter: Sendable {
     struct State {
         var window = Window()
         var total = Window()
-        /// The frame work's counts when the window (and the run) began.
+        /// The frame work's counts when the window and the monitor began (nil: not started).
         var workAtWindow = FrameWorkCounts()
-        var workAtStart = FrameWorkCounts()
+        var workAtStart: FrameWorkCounts?
         var lastCallbackNs: UInt64 = 0
         var lastTimestampNs: UInt64 = 0
     }
@@ -128,6 +144,16 @@ private final class Counter: Sendable {
          onReport: @escaping @Sendable (FrameMonitor.Report) -> Void, onHitch: (@Sendable (FrameMonitor.Hitch) -> Void)?) {
         self.windowNs = windowNs; self.hitchNs = hitchNs; self.work = work; self.frameWork = frameWork
         self.onReport = onReport; self.onHitch = onHitch
+    }
+
+    /// The monitor was scheduled: the frame work is counted from here (the first scheduling only).
+    func start() {
+        let counts = frameWork?.counts ?? FrameWorkCounts()
+        state.withLock { s in
+            guard s.workAtStart == nil else { return }
+            s.workAtStart = counts
+            s.workAtWindow = counts
+        }
     }
 
     func record(_ link: DisplayLink) {
@@ -147,12 +173,14 @@ private final class Counter: Sendable {
                                            timestamp: Double(now) / 1e9, droppedFrames: frame.skipped)
             }
             s.lastCallbackNs = now
-            // As seed 001: the first callback only starts the clock.
+            if s.workAtStart == nil {  // its link was scheduled directly, not through the monitor
+                s.workAtStart = workCounts
+                s.workAtWindow = workCounts
+            }
+            // The first callback only starts the clock: a rate needs an interval.
             guard s.window.startTimestampNs > 0 else {
                 s.window.startTimestampNs = frame.timestampNanoseconds
                 s.total.startTimestampNs = frame.timestampNanoseconds
-                s.workAtWindow = workCounts
-                s.workAtStart = workCounts
                 return (nil, nil)
             }
             for w in [\State.window, \State.total] {
@@ -177,7 +205,7 @@ private final class Counter: Sendable {
         let workCounts = frameWork?.counts ?? FrameWorkCounts()
         return state.withLock { s in
             var report = Self.report(s.total, until: s.lastTimestampNs)
-            report.frameWork = workCounts.since(s.workAtStart)
+            report.frameWork = workCounts.since(s.workAtStart ?? workCounts)
             return report
         }
     }
