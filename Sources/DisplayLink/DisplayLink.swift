@@ -59,6 +59,8 @@ public final class DisplayLink: Sendable {
         var lastFrame: Frame?
         /// The run loops, queue, reader thread and streams the link is delivered on.
         var contexts = DeliveryContexts()
+        /// Told once when the link is invalidated (frame work waiting for its frames).
+        var invalidationHandlers: [@Sendable () -> Void] = []
     }
 
     /// Creates a link that calls `handler` once per frame of `display`, once scheduled.
@@ -118,18 +120,31 @@ public final class DisplayLink: Sendable {
     /// Stops the link for good: unsubscribes, removes it from every run loop mode and queue,
     /// ends its streams and releases the handlers. Thread-safe and idempotent.
     public func invalidate() {
-        let (timers, streams) = withState { s -> ([Timer], [FrameStream]) in
-            guard s.valid else { return ([], []) }
+        let (timers, streams, told) = withState { s -> ([Timer], [FrameStream], [@Sendable () -> Void]) in
+            guard s.valid else { return ([], [], []) }
             s.valid = false
             s.handler = nil
             s.errorHandler = nil
             s.displayChangeHandler = nil
             let removed = s.contexts.removeAll()
             endSubscription(&s)
-            return removed
+            defer { s.invalidationHandlers = [] }
+            return (removed.0, removed.1, s.invalidationHandlers)
         }
         for timer in timers { timer.invalidate() }
         for stream in streams { stream.finish() }
+        for handler in told { handler() }
+    }
+
+    /// Calls `handler` once when the link is invalidated (at once, if it already is), with no
+    /// lock held.
+    func whenInvalidated(_ handler: @escaping @Sendable () -> Void) {
+        let now = withState { s -> Bool in
+            guard s.valid else { return true }
+            s.invalidationHandlers.append(handler)
+            return false
+        }
+        if now { handler() }
     }
 }
 

@@ -22,7 +22,7 @@ final class DisplayLinkConnection: Sendable {
     static let readerThreadName = "DisplayLink"
 
     /// Sets the calling thread's kernel name (15 bytes at most), as `pthread_setname_np` does.
-    private static func nameCurrentThread(_ name: String) {
+    static func nameCurrentThread(_ name: String) {
         let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
         guard fd >= 0 else { return }
         _ = Array(name.utf8.prefix(15)).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }

@@ -1,8 +1,7 @@
-import Dispatch
 import Synchronization
 
 // FrameWork's bookkeeping: the requests of the coming frame, each key's runs, the results
-// waiting for their frame, and the counts. All of it under FrameWork's one lock.
+// waiting for their frame, the link followed, and the counts. All of it under FrameWork's one lock.
 extension FrameWork {
     typealias SyncWork = @Sendable (FrameWorkRun) throws -> Output
     typealias AsyncWork = @Sendable (FrameWorkRun) async throws -> Output
@@ -20,24 +19,27 @@ extension FrameWork {
         let work: Work
     }
 
-    /// One started run: its key's generation (the sentinel), its place in request order, its target.
+    /// One started run: its key's generation (the sentinel), its place in request order, its
+    /// target, and the link it was started for (`epoch`).
     final class Run: Sendable {
         let key: Key
         let generation: UInt64
         let order: UInt64
+        let epoch: UInt64
         let targetSequence: UInt64
         let targetNs: UInt64
-        let deadlineNs: UInt64
+        let commitDeadlineNs: UInt64
         let work: Work
         private let task = Mutex<Task<Void, Never>?>(nil)
 
-        init(key: Key, request: Request, targetSequence: UInt64, targetNs: UInt64, deadlineNs: UInt64) {
+        init(key: Key, request: Request, epoch: UInt64, targetSequence: UInt64, targetNs: UInt64, commitDeadlineNs: UInt64) {
             self.key = key
             generation = request.generation
             order = request.order
+            self.epoch = epoch
             self.targetSequence = targetSequence
             self.targetNs = targetNs
-            self.deadlineNs = deadlineNs
+            self.commitDeadlineNs = commitDeadlineNs
             work = request.work
         }
 
@@ -53,9 +55,9 @@ extension FrameWork {
     struct KeyState {
         /// Requests made for the key so far: a run whose generation is older is superseded.
         var generation: UInt64 = 0
-        /// Started, its pool block not yet begun (at most one: a newer run replaces it).
+        /// Started, not yet taken by a pool thread (at most one: a newer run takes its place).
         var waiting: Run?
-        /// On a pool queue now (more than one only while superseded runs reach their next check).
+        /// On a pool thread now (more than one only while superseded runs reach their next check).
         var executing: [Run] = []
         /// Done, waiting for its target's frame.
         var ready: Ready?
@@ -72,16 +74,96 @@ extension FrameWork {
         var pending: [Key: Request] = [:]
         var keys: [Key: KeyState] = [:]
         var nextOrder: UInt64 = 0
-        /// The newest target whose commit point came (the last frame ``FrameWork/advance(to:requesting:)`` took).
+        /// The newest target whose commit point came (the last frame ``FrameWork/advance(_:frame:commit:requesting:)`` took).
         var committedThrough: UInt64 = 0
+        /// The link followed, and the runs started for it: every change of link (or its
+        /// invalidation) bumps `epoch`, so runs of an earlier one never commit.
+        var link = FollowedLink()
+        var epoch: UInt64 = 0
         var counts = FrameWorkCounts()
         var executing = 0
         var peaks = Peaks()
 
-        /// The commit half of ``FrameWork/advance(to:requesting:)``: the results for `frame`'s
-        /// target (on time only), and the runs that missed it.
+        mutating func enqueue(_ key: Key, _ target: Target, _ work: Work) -> [Run] {
+            counts.requested += 1
+            if link.invalidated {
+                counts.abandoned += 1  // no frame of that link will ever start it
+                return []
+            }
+            var k = keys[key] ?? KeyState()
+            k.generation += 1
+            if pending[key] != nil { counts.coalesced += 1 } else { counts.outstanding += 1 }
+            pending[key] = Request(generation: k.generation, order: nextOrder, target: target, work: work)
+            nextOrder += 1
+            // A result made for an older request is stale now: never committed.
+            if k.ready != nil {
+                k.ready = nil
+                counts.superseded += 1
+                counts.outstanding -= 1
+            }
+            keys[key] = k
+            return k.executing
+        }
+
+        /// Drops the pending requests, waiting runs and ready results (superseded); returns the
+        /// runs executing, which their generation now cancels.
+        mutating func cancelAll() -> [Run] {
+            counts.superseded += pending.count
+            counts.outstanding -= pending.count
+            pending = [:]
+            var running: [Run] = []
+            for key in Array(keys.keys) {
+                keys[key]?.generation += 1
+                running += keys[key]?.executing ?? []
+            }
+            let dropped = dropStarted()
+            counts.superseded += dropped
+            counts.outstanding -= dropped
+            return running
+        }
+
+        /// Gives up every run started for the link followed so far (`abandoned`), those still
+        /// executing included (the new epoch cancels them, and ``finish(_:_:now:)`` counts them
+        /// no more); returns those, to cancel their tasks.
+        mutating func abandonRuns() -> [Run] {
+            let running = keys.values.flatMap(\.executing).filter { $0.epoch == epoch }
+            epoch += 1
+            committedThrough = 0  // another link counts its own sequence
+            let dropped = dropStarted() + running.count
+            counts.abandoned += dropped
+            counts.outstanding -= dropped
+            return running
+        }
+
+        /// Gives up the requests no frame started yet (`abandoned`).
+        mutating func abandonPending() -> [Run] {
+            counts.abandoned += pending.count
+            counts.outstanding -= pending.count
+            pending = [:]
+            return []
+        }
+
+        /// Empties every key's waiting and ready slots; returns how many there were.
+        private mutating func dropStarted() -> Int {
+            var dropped = 0
+            for key in Array(keys.keys) {
+                if keys[key]?.waiting != nil { dropped += 1 }
+                if keys[key]?.ready != nil { dropped += 1 }
+                keys[key]?.waiting = nil
+                keys[key]?.ready = nil
+            }
+            return dropped
+        }
+
+        func isCancelled(_ run: Run) -> Bool {
+            run.epoch != epoch || link.invalidated || keys[run.key]?.generation != run.generation
+                || committedThrough >= run.targetSequence
+        }
+
+        /// The commit half of ``FrameWork/advance(_:frame:commit:requesting:)``: the results for
+        /// `frame`'s target (on time only), and the runs that missed it.
         mutating func commits(for frame: DisplayLink.Frame, now: UInt64) -> ([Ready], [Run])? {
-            guard frame.targetSequence > committedThrough else { return nil }
+            guard !link.invalidated, frame.targetSequence > committedThrough else { return nil }
             committedThrough = frame.targetSequence
             let onTime = now < frame.targetTimestampNanoseconds
             var due: [Ready] = []
@@ -104,25 +186,25 @@ extension FrameWork {
         }
 
         /// The start half: a run for each key requested since the last frame, the newest
-        /// request's, in request order. Returns the keys to send a pool block for. The
-        /// commit point of a run's target is expected as long before it as this one came
-        /// before `frame`'s target.
+        /// request's, in request order. Returns the keys to send a pool job for. The commit
+        /// point of a run's target is expected as long before it as this frame came before its
+        /// own target.
         mutating func starts(for frame: DisplayLink.Frame, now: UInt64) -> [Key] {
             let lead = frame.targetTimestampNanoseconds > now ? frame.targetTimestampNanoseconds - now : 0
             var starts: [Key] = []
             for (k, request) in pending.sorted(by: { $0.value.order < $1.value.order }) {
                 let (sequence, ns) = Self.target(request.target.index, of: frame)
-                let run = Run(key: k, request: request, targetSequence: sequence, targetNs: ns,
-                              deadlineNs: ns > lead ? ns - lead : 0)
+                let run = Run(key: k, request: request, epoch: epoch, targetSequence: sequence, targetNs: ns,
+                              commitDeadlineNs: ns > lead ? ns - lead : 0)
                 var state = keys[k] ?? KeyState()
                 if state.waiting != nil {
-                    counts.superseded += 1  // replaced before a queue took it
+                    // Replaced before a thread took it; the new run keeps its place in the
+                    // pool's line (the job already there takes it), so no new job is sent.
+                    counts.superseded += 1
                     counts.outstanding -= 1
+                } else {
+                    starts.append(k)
                 }
-                // A block on the next queue in turn even when one waits already: that one may
-                // sit behind a long run, and whichever queue is free first takes the key's run
-                // (the other block then finds none and ends at once).
-                starts.append(k)
                 state.waiting = run
                 peaks.waitingPerKey = max(peaks.waitingPerKey, 1)
                 peaks.inFlightPerKey = max(peaks.inFlightPerKey, state.executing.count + 1)
@@ -145,7 +227,7 @@ extension FrameWork {
             return (base.sequence + n * stepSequence, base.presentationNs + n * stepNs)
         }
 
-        /// A pool queue begins the key's waiting run.
+        /// A pool thread takes the key's waiting run.
         mutating func begin(_ k: Key) -> Run? {
             guard let run = keys[k]?.waiting else { return nil }
             keys[k]?.waiting = nil
@@ -156,11 +238,13 @@ extension FrameWork {
             return run
         }
 
-        /// A run ended: its result waits for its frame, unless a newer request or the clock
-        /// overtook it.
+        /// A run ended: its result waits for its frame, unless the link, a newer request or the
+        /// clock overtook it.
         mutating func finish(_ run: Run, _ result: Result<Output, any Error>, now: UInt64) {
             keys[run.key]?.executing.removeAll { $0 === run }
             executing -= 1
+            // Runs of an earlier epoch were counted when it ended.
+            guard run.epoch == epoch else { return }
             let superseded = keys[run.key]?.generation != run.generation
             let late = committedThrough >= run.targetSequence || now >= run.targetNs
             if !superseded && !late, case .success(let output) = result {
@@ -179,18 +263,16 @@ extension FrameWork {
     }
 }
 
-/// The result of async work, handed from its task to the pool queue that waits for it.
-final class Outcome<Output: Sendable>: Sendable {
-    private let value = Mutex<Result<Output, any Error>?>(nil)
-    private let done = DispatchSemaphore(value: 0)
+/// The link a ``FrameWork`` follows, held weakly: the link's handler usually holds the work.
+struct FollowedLink: Sendable {
+    weak var link: DisplayLink?
+    let id: ObjectIdentifier?
+    /// The link was invalidated: requests are abandoned until another link advances the work.
+    var invalidated = false
 
-    func set(_ result: Result<Output, any Error>) {
-        value.withLock { $0 = result }
-        done.signal()
-    }
-
-    func wait() -> Result<Output, any Error> {
-        done.wait()
-        return value.withLock { $0! }
+    init() { id = nil }
+    init(_ link: DisplayLink) {
+        self.link = link
+        id = ObjectIdentifier(link)
     }
 }

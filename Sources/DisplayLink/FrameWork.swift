@@ -1,33 +1,44 @@
-import Dispatch
 import Synchronization
 
 /// Work for a link's coming frames, done off the link's context and committed on it: async
-/// drawing in the spirit of YYAsyncLayer (seed 004), timed by the display.
+/// drawing in the manner of YYAsyncLayer, timed by the display.
 ///
-/// - **Requests** (``request(_:for:work:)``, closure or `async`) name a key (a layer, a tile, a
-///   glyph run) and a target: by default the link's frame after the one that starts them.
-///   Requests made between two frames are a transaction: at the link's next frame,
-///   ``advance(to:requesting:)`` starts one run per key, the newest request's; the others are
-///   counted `coalesced`.
-/// - **Runs** go to a ``FrameWorkPool`` of serial queues taken in turn. A key has at most one
-///   run waiting for a queue (a newer request replaces it there), so beyond the runs executing
-///   (at most the pool's size) no key has more than one in flight.
+/// - **Requests** (``request(_:for:work:)``, or ``requestTask(_:for:work:)`` for `async` work)
+///   name a key (a layer, a tile, a glyph run) and a target: by default the link's frame after
+///   the one that starts them. Requests made between two frames are a transaction: at the
+///   link's next frame ``advance(_:frame:commit:requesting:)`` starts one run per key, the
+///   newest request's; the others are counted `coalesced`.
+/// - **Runs** go to a ``FrameWorkPool``: a few threads below the link's in priority, taking runs
+///   in the order their frames started them. A key has at most one run waiting for a thread (a
+///   newer one takes its place), so beyond the runs executing no key has more than one in flight.
 /// - **Cancellation** (YYAsyncLayer's sentinel): ``FrameWorkRun/isCancelled`` turns true once a
-///   newer request for the same key arrives, or once the run's target can no longer be made (its
-///   commit point came, or its vblank passed). `async` work also sees its `Task` cancelled.
-/// - **Commits**: ``advance(to:requesting:)``, called once per frame on the link's context (its run loop,
-///   queue, reader thread or `frames` loop), hands `commit` the results for that frame's target
-///   vblank, in request order, before that vblank, at most once per frame. A result that a newer
-///   request superseded, or whose target passed, is never committed (`superseded`, `late`).
+///   newer request for the same key arrives, once the run's target can no longer be made (its
+///   commit point came, or its vblank passed), or once the link is invalidated. Work requested
+///   with ``requestTask(_:for:work:)`` also sees its `Task` cancelled.
+/// - **Commits**: ``advance(_:frame:commit:requesting:)``, called once per frame on the link's
+///   context (in its handler, or for each frame of a `frames` loop), hands its `commit`
+///   closure the results for that frame's target vblank, in request order, before that vblank,
+///   at most once per frame. `commit` runs there and then, on that context, so it may touch the
+///   state the app keeps there (`@MainActor` state, for a link on the main run loop or queue).
+///   A result that a newer request superseded, or whose target passed, is never committed.
 ///
-/// Drawing never blocks the committing context: ``advance(to:requesting:)`` only takes a
-/// short lock. Call it in the link's callback (or for each frame of a `frames` loop), with the
-/// frame's requests in its closure:
+/// Drawing never blocks the committing context: ``advance(_:frame:commit:requesting:)`` only
+/// takes a short lock. The frame work needs no link to be made, so the link's handler can
+/// use it:
 ///
-///     let work = FrameWork<Int, Image>(link: link) { done in layers[done.key].contents = done.output }
-///     // in the link's handler, on its context:
-///     work.advance(to: link.currentFrame!) {
-///         for id in dirtyLayers { work.request(id) { run in try render(id, stoppingWhen: run) } }
+///     @MainActor final class Board {
+///         var tiles: [Tile] = …
+///         let work = FrameWork<Int, Image>()
+///         var link: DisplayLink?
+///         init() {
+///             link = DisplayLink(target: self) { board, link in board.step(link) }
+///             link?.add(to: .main, forMode: .common)
+///         }
+///         func step(_ link: DisplayLink) {
+///             work.advance(link) { done in tiles[done.key].contents = done.output } requesting: {
+///                 for id in dirtyTiles { work.request(id) { run in try render(id, stoppingWhen: run) } }
+///             }
+///         }
 ///     }
 ///
 /// A result requested at frame n (target T) is committed at the frame whose target is T + 1
@@ -39,18 +50,21 @@ import Synchronization
 /// long before each target vblank: the time the app needs to present what it committed.
 public final class FrameWork<Key: Hashable & Sendable, Output: Sendable>: FrameWorkCounting, Sendable {
     /// Which vblank a request's result is for, counted from the frame that starts it.
-    public enum Target: Sendable, Equatable {
-        /// The vblank after that frame's target: one frame of the link's rate to do the work.
-        case nextFrame
-        /// `n` frames after that frame's target (1…3, from its frame timelines): for work that
-        /// takes longer than a frame.
-        case framesAhead(Int)
+    public struct Target: Sendable, Equatable {
+        /// How many vblanks at the link's rate after the starting frame's target.
+        let index: Int
 
-        var index: Int {
-            switch self {
-            case .nextFrame: 1
-            case .framesAhead(let n): min(max(n, 1), FrameTimelines.capacity - 1)
-            }
+        /// The vblank after that frame's target: one frame of the link's rate to do the work.
+        public static var nextFrame: Target { Target(index: 1) }
+
+        /// `n` frames after that frame's target, for work that takes longer than a frame.
+        /// `n` must be 1…3: a frame's ``DisplayLink/Frame/frameTimelines`` predict its target
+        /// and three vblanks after it, and a target further out would be a guess; anything
+        /// else stops the program, as an out-of-range index does.
+        public static func framesAhead(_ n: Int) -> Target {
+            precondition((1...FrameTimelines.capacity - 1).contains(n),
+                         "FrameWork: framesAhead(\(n)) is outside 1…\(FrameTimelines.capacity - 1), the vblanks a frame's timelines predict")
+            return Target(index: n)
         }
     }
 
@@ -62,74 +76,71 @@ public final class FrameWork<Key: Hashable & Sendable, Output: Sendable>: FrameW
         public let targetSequence: UInt64
     }
 
-    /// The link whose frames time the work.
-    public let link: DisplayLink
-    /// The queues the work runs on.
+    /// The threads the work runs on.
     public let pool: FrameWorkPool
-    let commit: @Sendable (Commit) -> Void
     let state = Mutex(State())
 
-    /// Frame work timed by `link`, run on `pool`, its results handed to `commit` on the
-    /// context that calls ``advance(to:requesting:)``.
-    public init(link: DisplayLink, pool: FrameWorkPool = .shared, commit: @escaping @Sendable (Commit) -> Void) {
-        self.link = link
+    /// Frame work run on `pool`. It follows the link of its first
+    /// ``advance(_:frame:commit:requesting:)``.
+    public init(pool: FrameWorkPool = .shared) {
         self.pool = pool
-        self.commit = commit
     }
+
+    /// The link whose frames advance this work (the one of the latest
+    /// ``advance(_:frame:commit:requesting:)``); nil before the first, or once that link is gone.
+    public var link: DisplayLink? { state.withLock { $0.link.link } }
 
     /// What this frame work did so far.
     public var counts: FrameWorkCounts { state.withLock { $0.counts } }
 
     /// Requests `work` for `key`, started at the link's next frame. The closure runs on a pool
-    /// queue; check `run.isCancelled` before each expensive step and give up (throw or return
-    /// anything) once it is true.
+    /// thread; check `run.isCancelled` before each expensive step and give up (throw or return
+    /// anything) once it is true. Once the link is invalidated, a request is counted
+    /// `abandoned` at once and never runs.
     public func request(_ key: Key, for target: Target = .nextFrame,
                         work: @escaping @Sendable (FrameWorkRun) throws -> Output) {
         enqueue(key, target, .sync(work))
     }
 
-    /// Requests `async` work for `key`, started at the link's next frame. Its `Task` is
-    /// cancelled when the run is (`Task.isCancelled`, `try Task.checkCancellation()`), and
-    /// `run.isCancelled` says so too. A pool queue is held until it returns.
-    public func request(_ key: Key, for target: Target = .nextFrame,
-                        work: @escaping @Sendable (FrameWorkRun) async throws -> Output) {
+    /// Requests `async` work for `key`, run in a `Task` of its own, started at the link's next
+    /// frame. The task is cancelled when the run is (`Task.isCancelled`,
+    /// `try Task.checkCancellation()`), and `run.isCancelled` says so too. Its code runs on the
+    /// pool thread that took the run, which is held until the task ends.
+    ///
+    /// A separate name from ``request(_:for:work:)``: a closure with no `await` would
+    /// otherwise pick the synchronous form and run in no task, where `Task.isCancelled` is
+    /// never true.
+    public func requestTask(_ key: Key, for target: Target = .nextFrame,
+                            work: @escaping @Sendable (FrameWorkRun) async throws -> Output) {
         enqueue(key, target, .async(work))
     }
 
     /// Drops every request and result not yet committed (counted `superseded`), and cancels
     /// the runs under way.
     public func cancelAll() {
-        let running = state.withLock { s -> [Run] in
-            var running: [Run] = []
-            s.counts.superseded += s.pending.count
-            s.counts.outstanding -= s.pending.count
-            s.pending = [:]
-            for key in Array(s.keys.keys) {
-                s.keys[key]?.generation += 1
-                if s.keys[key]?.ready != nil {
-                    s.keys[key]?.ready = nil
-                    s.counts.superseded += 1
-                    s.counts.outstanding -= 1
-                }
-                running += s.keys[key]?.executing ?? []
-            }
-            return running
-        }
+        let running = state.withLock { $0.cancelAll() }
         for run in running { run.cancelTask() }
     }
 
-    /// The link's frame `frame` has come; call it once per frame on the link's context.
+    /// A frame of `link` has come; call it once per frame on the link's context, in its handler
+    /// (`frame` defaults to the handler's frame, ``DisplayLink/currentFrame``) or for each frame
+    /// of a `frames` loop (pass the loop's frame).
     ///
-    /// 1. Commits the results made for `frame`'s target vblank, in request order, unless that
-    ///    vblank has already passed; the runs that missed it are given up (`late`).
+    /// 1. Calls `commit` with the results made for the frame's target vblank, in request
+    ///    order, unless that vblank has already passed; the runs that missed it are given up
+    ///    (`late`). `commit` runs here, on the calling context, before this returns.
     /// 2. Runs `requesting`, where the frame's requests belong: they are made after this
     ///    frame's commits, so they supersede nothing about to be committed.
     /// 3. Starts one run per key requested since the last frame (the newest request's),
     ///    targeted from this frame.
     ///
     /// A frame whose target is not newer than the last one's commits nothing: at most one
-    /// commit per frame. Nothing here waits for drawing.
-    public func advance(to frame: DisplayLink.Frame, requesting body: () -> Void = {}) {
+    /// commit per frame. Nothing here waits for drawing. Advancing with another link than
+    /// the last gives up the runs started for that one (`abandoned`).
+    public func advance(_ link: DisplayLink, frame: DisplayLink.Frame? = nil,
+                        commit: (Commit) -> Void, requesting body: () -> Void = {}) {
+        guard let frame = frame ?? link.currentFrame else { return }
+        follow(link)
         let commitNow = MonotonicClock.nanoseconds()
         guard let (due, late) = state.withLock({ $0.commits(for: frame, now: commitNow) }) else { return }
         for run in late { run.cancelTask() }
@@ -139,61 +150,38 @@ public final class FrameWork<Key: Hashable & Sendable, Output: Sendable>: FrameW
         body()
         let startNow = MonotonicClock.nanoseconds()
         let starts = state.withLock { $0.starts(for: frame, now: startNow) }
-        for key in starts { pool.nextQueue().async { self.execute(key) } }
+        for key in starts { pool.submit { self.execute(key) } }
     }
 
-    private func enqueue(_ key: Key, _ target: Target, _ work: Work) {
+    /// Makes `link` the one this work follows, hearing of its invalidation.
+    private func follow(_ link: DisplayLink) {
+        let id = ObjectIdentifier(link)
+        let (isNew, abandoned) = state.withLock { s -> (Bool, [Run]) in
+            guard s.link.id != id else { return (false, []) }
+            let running = s.abandonRuns()
+            s.link = FollowedLink(link)
+            return (true, running)
+        }
+        for run in abandoned { run.cancelTask() }
+        if isNew { link.whenInvalidated { [weak self] in self?.linkInvalidated(id) } }
+    }
+
+    private func linkInvalidated(_ id: ObjectIdentifier) {
         let running = state.withLock { s -> [Run] in
-            s.counts.requested += 1
-            var k = s.keys[key] ?? KeyState()
-            k.generation += 1
-            if s.pending[key] != nil { s.counts.coalesced += 1 } else { s.counts.outstanding += 1 }
-            s.pending[key] = Request(generation: k.generation, order: s.nextOrder, target: target, work: work)
-            s.nextOrder += 1
-            // A result made for an older request is stale now: never committed.
-            if k.ready != nil {
-                k.ready = nil
-                s.counts.superseded += 1
-                s.counts.outstanding -= 1
-            }
-            s.keys[key] = k
-            return k.executing
+            guard s.link.id == id, !s.link.invalidated else { return [] }
+            s.link.invalidated = true
+            return s.abandonRuns() + s.abandonPending()
         }
         for run in running { run.cancelTask() }
     }
 
-    /// On a pool queue: runs the key's waiting run, if it still has one.
-    private func execute(_ key: Key) {
-        guard let run = state.withLock({ $0.begin(key) }) else { return }
-        let info = FrameWorkRun(
-            targetSequence: run.targetSequence, targetTimestampNanoseconds: run.targetNs,
-            deadlineNanoseconds: run.deadlineNs, check: { [weak self] in self?.isCancelled(run) ?? true })
-        let result: Result<Output, any Error>
-        if info.isCancelled {
-            result = .failure(CancellationError())
-        } else {
-            switch run.work {
-            case .sync(let work): result = Result { try work(info) }
-            case .async(let work): result = Self.wait(for: work, info, run)
-            }
-        }
-        state.withLock { $0.finish(run, result, now: MonotonicClock.nanoseconds()) }
-    }
-
-    /// Runs async work in its own task and holds this pool queue until it ends, so the pool
-    /// bounds async work as it bounds closures.
-    private static func wait(for work: @escaping AsyncWork, _ info: FrameWorkRun, _ run: Run) -> Result<Output, any Error> {
-        let outcome = Outcome<Output>()
-        let task = Task.detached {
-            do { outcome.set(.success(try await work(info))) } catch { outcome.set(.failure(error)) }
-        }
-        run.attach(task)
-        if info.isCancelled { task.cancel() }
-        return outcome.wait()
+    private func enqueue(_ key: Key, _ target: Target, _ work: Work) {
+        let running = state.withLock { $0.enqueue(key, target, work) }
+        for run in running { run.cancelTask() }
     }
 
     func isCancelled(_ run: Run) -> Bool {
         if MonotonicClock.nanoseconds() >= run.targetNs { return true }
-        return state.withLock { s in s.keys[run.key]?.generation != run.generation || s.committedThrough >= run.targetSequence }
+        return state.withLock { $0.isCancelled(run) }
     }
 }

@@ -1,95 +1,146 @@
-import Dispatch
 import Foundation
+import Glibc
 import Synchronization
 
-/// The serial queues frame work runs on: one per active core, at most 16, taken in turn
-/// (YYAsyncLayer's pool, seed 004). A fixed set of serial queues, never an unbounded concurrent
-/// queue, so a burst of requests cannot start a thread per request: at most ``queueCount`` runs
-/// execute at once, however many are asked for.
+/// The threads frame work runs on: a fixed set, one per active core (at most 16), sharing one
+/// line of runs, below the link's thread in the scheduler.
+///
+/// - **Bounded**: a fixed set of threads, never a thread per request, so a burst of requests
+///   cannot start more draws at once than there are cores (YYAsyncLayer's reason for its pool
+///   of serial queues).
+/// - **One line**: runs wait in the order their frames started them, and whichever thread is
+///   free takes the first, so no run waits behind a long draw while another thread is idle.
+///   When there are more runs than threads, the rest wait their turn in that order; a key
+///   holds one place in the line, and a newer run for it takes over that place instead of
+///   joining the end.
+/// - **Below the link** (``Priority``): drawing for coming frames must not delay the callback
+///   that shows this one. The threads run at a lower priority than the rest of the process, so
+///   the link's thread (its run loop, queue or reader thread) and the app's other work take a
+///   core first whenever both want one.
 public final class FrameWorkPool: Sendable {
     /// The process's pool, shared by every ``FrameWork`` that names no other.
     public static let shared = FrameWorkPool()
 
-    /// How many serial queues the pool has.
-    public var queueCount: Int { queues.count }
+    /// How the pool's threads are scheduled against the rest of the process.
+    public enum Priority: Sendable, Equatable, CustomStringConvertible {
+        /// As the thread that made the pool: drawing competes with the link's thread as an equal.
+        case inherited
+        /// `n` (1…19) nicer than the thread that made the pool (Linux nice values are per
+        /// thread): a smaller share of a busy core, and preempted by the link's thread when it
+        /// wakes.
+        case nice(Int)
+        /// `SCHED_BATCH`: the same share as the link's thread, but it never preempts it.
+        case batch
+        /// `SCHED_IDLE`: runs only on a core nothing else wants, so drawing can starve when the
+        /// machine is busy.
+        case idle
 
-    private let queues: [DispatchQueue]
-    private let turn = Atomic<Int>(0)
-
-    /// A pool of `queueCount` serial queues (default: the active cores, at most 16).
-    public init(queueCount: Int = min(max(ProcessInfo.processInfo.activeProcessorCount, 1), 16)) {
-        let count = min(max(queueCount, 1), 16)
-        queues = (0..<count).map { DispatchQueue(label: "DisplayLink.FrameWork.\($0)", qos: .userInitiated) }
+        public var description: String {
+            switch self {
+            case .inherited: "inherited"
+            case .nice(let n): "nice+\(n)"
+            case .batch: "batch"
+            case .idle: "idle"
+            }
+        }
     }
 
-    /// The next queue in turn.
-    func nextQueue() -> DispatchQueue {
-        let i = turn.add(1, ordering: .relaxed).oldValue
-        return queues[i % queues.count]
+    /// The default: as far below the link's thread as a nice value goes. Measured with
+    /// `vsync-bench-framework`, it kept the link's callbacks about as prompt while the pool was
+    /// busy as while it was idle, where the link's own priority, nice 10 and `SCHED_BATCH` did
+    /// not always; unlike `SCHED_IDLE` it still gets a share of a core the app's other threads
+    /// keep busy.
+    public static let defaultPriority = Priority.nice(19)
+
+    /// How many threads the pool has.
+    public let threadCount: Int
+    /// How its threads are scheduled.
+    public let priority: Priority
+    private let line: RunLine
+
+    /// A pool of `threadCount` threads (1…16; default: the active cores, at most 16) at `priority`.
+    public init(threadCount: Int = min(max(ProcessInfo.processInfo.activeProcessorCount, 1), 16),
+                priority: Priority = FrameWorkPool.defaultPriority) {
+        precondition((1...16).contains(threadCount), "FrameWorkPool: \(threadCount) threads is outside 1…16")
+        if case .nice(let n) = priority {
+            precondition((1...19).contains(n), "FrameWorkPool: nice \(n) is outside 1…19")
+        }
+        self.threadCount = threadCount
+        self.priority = priority
+        let line = RunLine()
+        self.line = line
+        for i in 0..<threadCount {
+            // The threads hold the line, not the pool: releasing the pool ends them.
+            let thread = Thread {
+                let name = "FrameWork.\(i)"
+                Thread.current.name = name
+                DisplayLinkConnection.nameCurrentThread(name)
+                Self.lower(to: priority)
+                while let job = line.next() { job() }
+            }
+            thread.start()
+        }
+    }
+
+    deinit { line.close(threads: threadCount) }
+
+    /// Puts `job` at the end of the line; the first free thread runs it.
+    func submit(_ job: @escaping @Sendable () -> Void) { line.append(job) }
+
+    /// Applies `priority` to the calling thread (Linux: nice values and policies are per thread).
+    private static func lower(to priority: Priority) {
+        switch priority {
+        case .inherited:
+            return
+        case .nice(let n):
+            errno = 0
+            let current = getpriority(Int32(PRIO_PROCESS.rawValue), 0)
+            guard errno == 0 else { return }
+            _ = setpriority(Int32(PRIO_PROCESS.rawValue), 0, min(current + Int32(n), 19))
+        case .batch, .idle:
+            // SCHED_BATCH (3) and SCHED_IDLE (5), which Glibc's module leaves out (they are
+            // _GNU_SOURCE in <sched.h>). Neither needs a privilege.
+            var param = sched_param(sched_priority: 0)
+            _ = sched_setscheduler(0, priority == .batch ? 3 : 5, &param)
+        }
     }
 }
 
-/// What one ``FrameWork`` did, counted by request. Every request ends in exactly one of
-/// `committed`, `coalesced` or one of the cancelled kinds, so once nothing is outstanding
-/// `requested == committed + cancelled + coalesced`.
-public struct FrameWorkCounts: Sendable, Equatable {
-    /// Calls of ``FrameWork/request(_:for:work:)`` (either form).
-    public var requested = 0
-    /// Requests replaced by a newer one for the same key before the frame started them: ten
-    /// requests for one key in a frame cost one run.
-    public var coalesced = 0
-    /// Results committed on the link's context.
-    public var committed = 0
-    /// Runs given up (or results thrown away) because a newer request for the same key came.
-    public var superseded = 0
-    /// Runs given up (or results thrown away) because their target vblank's commit point passed.
-    public var late = 0
-    /// Runs whose work threw an error of its own (not a cancellation).
-    public var failed = 0
-    /// Requests started and not yet committed or cancelled, plus those waiting for the next frame.
-    public var outstanding = 0
-
-    public init() {}
-
-    /// Runs that did not commit: superseded, late or failed.
-    public var cancelled: Int { superseded + late + failed }
-
-    /// The counts of `self` since `earlier` (the gauge `outstanding` is `self`'s).
-    public func since(_ earlier: FrameWorkCounts) -> FrameWorkCounts {
-        var d = FrameWorkCounts()
-        d.requested = requested - earlier.requested
-        d.coalesced = coalesced - earlier.coalesced
-        d.committed = committed - earlier.committed
-        d.superseded = superseded - earlier.superseded
-        d.late = late - earlier.late
-        d.failed = failed - earlier.failed
-        d.outstanding = outstanding
-        return d
+/// The pool's one line of jobs: appended by the committing contexts, taken by the threads.
+private final class RunLine: Sendable {
+    private struct Queue {
+        var jobs: [(@Sendable () -> Void)?] = []
+        var head = 0
     }
-}
 
-/// Anything that counts frame work, for ``FrameMonitor`` to report next to its frames.
-public protocol FrameWorkCounting: Sendable {
-    var counts: FrameWorkCounts { get }
-}
+    private let queue = Mutex(Queue())
+    /// One signal per job appended, and one per thread when the pool is released: a wait that
+    /// finds the line empty only happens after that.
+    private let ready = DispatchSemaphore(value: 0)
 
-/// What a run of frame work gets: its target, and the check that turns true once its result
-/// could no longer be committed (a newer request for its key, or its target's commit point passed).
-public struct FrameWorkRun: Sendable {
-    /// The vblank the result is for.
-    public let targetSequence: UInt64
-    /// That vblank's predicted time (CLOCK_MONOTONIC ns).
-    public let targetTimestampNanoseconds: UInt64
-    /// The latest time the result can be committed: the target less the link's work duration.
-    public let deadlineNanoseconds: UInt64
-    let check: @Sendable () -> Bool
+    func append(_ job: @escaping @Sendable () -> Void) {
+        queue.withLock { $0.jobs.append(job) }
+        ready.signal()
+    }
 
-    /// True once the result would never be committed: stop at the next convenient point,
-    /// before the expensive step. With async work, the run's `Task` is cancelled too.
-    public var isCancelled: Bool { check() }
+    /// The next job, waiting for one; nil once the pool is released and the line is empty.
+    func next() -> (@Sendable () -> Void)? {
+        ready.wait()
+        return queue.withLock { q in
+            guard q.head < q.jobs.count else { return nil }
+            let job = q.jobs[q.head]
+            q.jobs[q.head] = nil
+            q.head += 1
+            if q.head == q.jobs.count {
+                q.jobs.removeAll(keepingCapacity: true)
+                q.head = 0
+            }
+            return job
+        }
+    }
 
-    /// Throws `CancellationError` once ``isCancelled`` is true.
-    public func checkCancellation() throws {
-        if isCancelled { throw CancellationError() }
+    /// Wakes each thread once more than there are jobs: each ends at the empty line.
+    func close(threads: Int) {
+        for _ in 0..<threads { ready.signal() }
     }
 }

@@ -5,7 +5,7 @@ import Glibc
 import Synchronization
 import Testing
 
-/// Frame work (issue 24) on vsyncd's timer source with deterministic draw costs. Everything is
+/// Frame work on vsyncd's timer source with deterministic draw costs. Everything is
 /// judged by vblank sequence: which frame committed what, for which target; the costs are
 /// simulated with sleeps (the work), never used to wait for an event.
 extension DisplayLinkTests {
@@ -35,7 +35,6 @@ extension DisplayLinkTests {
             var newest: [Int: Int] = [:]
             var requests = 0
             var commits: [Committed] = []
-            var work: FrameWork<Int, Drawn>?
         }
 
         /// Draw costs in frames, by key and frame: every key meets every cost.
@@ -58,18 +57,25 @@ extension DisplayLinkTests {
         @Test func mixedCostsOnEightKeysCommitOnlyCurrentResultsOnTime() async throws {
             let daemon = try DaemonProcess(hertz: 60, logLevel: "warning")
             defer { daemon.stop() }
-            let pool = FrameWorkPool(queueCount: 2)
+            let pool = FrameWorkPool(threadCount: 2)
             let contextKey = DispatchSpecificKey<Int>()
             let context = DispatchQueue(label: "commit-context")
             context.setSpecific(key: contextKey, value: 1)
             let drewOnContext = Atomic<Int>(0)
             let scene = Scene()
             let requestingFrames = 120
+            let work = FrameWork<Int, Drawn>(pool: pool)
             let link = DisplayLink(socketPath: daemon.socketPath) { link in
-                guard let frame = link.currentFrame, let work = scene.work else { return }
                 scene.frames += 1
                 let n = scene.frames
-                work.advance(to: frame) {
+                work.advance(link) { done in
+                    let frame = link.currentFrame
+                    scene.commits.append(Committed(
+                        key: done.key, serial: done.output.serial, targetSequence: done.targetSequence,
+                        frameTargetSequence: frame?.targetSequence ?? 0, frameTargetNs: frame?.targetTimestampNanoseconds ?? 0,
+                        committedNs: DisplayLink.currentTimeNanoseconds(), newestRequested: scene.newest[done.key] ?? -1,
+                        onContext: DispatchQueue.getSpecific(key: contextKey) == 1))
+                } requesting: {
                     guard n <= requestingFrames else { return }
                     for key in 0..<8 {
                         // Every fourth frame key 0 is asked twice: the first of the two coalesces.
@@ -86,15 +92,6 @@ extension DisplayLinkTests {
                     }
                 }
             }
-            let work = FrameWork<Int, Drawn>(link: link, pool: pool) { done in
-                let frame = link.currentFrame
-                scene.commits.append(Committed(
-                    key: done.key, serial: done.output.serial, targetSequence: done.targetSequence,
-                    frameTargetSequence: frame?.targetSequence ?? 0, frameTargetNs: frame?.targetTimestampNanoseconds ?? 0,
-                    committedNs: DisplayLink.currentTimeNanoseconds(), newestRequested: scene.newest[done.key] ?? -1,
-                    onContext: DispatchQueue.getSpecific(key: contextKey) == 1))
-            }
-            context.sync { scene.work = work }
             link.start(on: context)
             // The requests end after 120 frames; every one of them then settles.
             #expect(await eventually(timeout: 15) { context.sync { scene.frames } > requestingFrames && work.counts.outstanding == 0 })
@@ -126,9 +123,9 @@ extension DisplayLinkTests {
             // target's commit point always comes first.
             #expect(drewOnContext.load(ordering: .relaxed) == 0, "drawing ran on the committing context")
             let peaks = work.state.withLock { $0.peaks }
-            print("frame work, 8 keys × 120 frames, costs 0.2/0.8/1.5 frames, pool of \(pool.queueCount): \(counts); \(peaks)")
-            #expect(peaks.executing <= pool.queueCount, "\(peaks)")
-            #expect(peaks.waitingPerKey <= 1 && peaks.inFlightPerKey <= 1 + pool.queueCount, "\(peaks)")
+            print("frame work, 8 keys × 120 frames, costs 0.2/0.8/1.5 frames, pool of \(pool.threadCount): \(counts); \(peaks)")
+            #expect(peaks.executing <= pool.threadCount, "\(peaks)")
+            #expect(peaks.waitingPerKey <= 1 && peaks.inFlightPerKey <= 1 + pool.threadCount, "\(peaks)")
         }
 
         /// A draw that cannot finish until the context has gone ten frames on: the context keeps
@@ -136,17 +133,18 @@ extension DisplayLinkTests {
         @Test func theCommittingContextIsNeverBlockedByDrawing() async throws {
             let daemon = try DaemonProcess(hertz: 60, logLevel: "warning")
             defer { daemon.stop() }
-            let pool = FrameWorkPool(queueCount: 2)
+            let pool = FrameWorkPool(threadCount: 2)
             let release = DispatchSemaphore(value: 0)
             let frames = Atomic<Int>(0)
             let stuckStarted = Atomic<Int>(0)
             let stuckReturned = Atomic<Int>(0)
             let committed = Mutex<[(output: String, frame: Int)]>([])
-            let box = Mutex<FrameWork<String, String>?>(nil)
+            let work = FrameWork<String, String>(pool: pool)
             let link = DisplayLink(socketPath: daemon.socketPath) { link in
-                guard let frame = link.currentFrame, let work = box.withLock({ $0 }) else { return }
                 let n = frames.add(1, ordering: .relaxed).newValue
-                work.advance(to: frame) {
+                work.advance(link) { done in
+                    committed.withLock { $0.append((done.output, n)) }
+                } requesting: {
                     if n == 2 {
                         work.request("stuck") { _ in
                             stuckStarted.store(frames.load(ordering: .relaxed), ordering: .relaxed)
@@ -159,10 +157,6 @@ extension DisplayLinkTests {
                 }
                 if stuckStarted.load(ordering: .relaxed) > 0 && n >= stuckStarted.load(ordering: .relaxed) + 10 { release.signal() }
             }
-            let work = FrameWork<String, String>(link: link, pool: pool) { done in
-                committed.withLock { $0.append((done.output, frames.load(ordering: .relaxed))) }
-            }
-            box.withLock { $0 = work }
             link.start(on: DispatchQueue(label: "unblocked"))
             #expect(await eventually(timeout: 5) { stuckReturned.load(ordering: .relaxed) > 0 })
             #expect(await eventually(timeout: 2) { frames.load(ordering: .relaxed) >= stuckReturned.load(ordering: .relaxed) + 3 })
@@ -172,9 +166,8 @@ extension DisplayLinkTests {
             #expect(started > 0 && returned >= started + 10, "the stuck draw ran from frame \(started) to \(returned)")
             let outputs = committed.withLock { $0 }
             #expect(!outputs.contains { $0.output == "stuck" }, "a result past its target was committed")
-            // While the draw was stuck on one pool queue, the context went on taking frames and
-            // committing the cheap key's results from the other (a cheap run sent to the stuck
-            // queue in its turn is taken by the free one, or replaced the frame after).
+            // While the draw was stuck on one pool thread, the context went on taking frames and
+            // committing the cheap key's results from the other.
             let meanwhile = outputs.filter { $0.output == "cheap" && $0.frame > started && $0.frame <= returned }
             #expect(meanwhile.count >= (returned - started) / 3, "\(meanwhile.count) commits during the stuck draw's \(returned - started) frames")
         }
@@ -184,16 +177,18 @@ extension DisplayLinkTests {
             let daemon = try DaemonProcess(hertz: 60, logLevel: "warning")
             defer { daemon.stop() }
             let sawCancellation = Atomic<Int>(0)
+            let notInATask = Atomic<Int>(0)
             let committed = Mutex<[String]>([])
             let frames = Atomic<Int>(0)
-            let box = Mutex<FrameWork<String, String>?>(nil)
+            let work = FrameWork<String, String>()
             let link = DisplayLink(socketPath: daemon.socketPath) { link in
-                guard let frame = link.currentFrame, let work = box.withLock({ $0 }) else { return }
                 let n = frames.add(1, ordering: .relaxed).newValue
-                work.advance(to: frame) {
+                work.advance(link) { done in
+                    committed.withLock { $0.append(done.output) }
+                } requesting: {
                     guard n <= 30 else { return }
                     // Three frames of waiting for a one-frame target: its commit point passes.
-                    work.request("slow") { run in
+                    work.requestTask("slow") { run in
                         for _ in 0..<30 {
                             if Task.isCancelled {
                                 #expect(run.isCancelled)
@@ -204,14 +199,13 @@ extension DisplayLinkTests {
                         }
                         return "slow"
                     }
-                    work.request("quick") { _ in
-                        await Task.yield()
+                    // No `await`: still run in a task of its own, on a pool thread.
+                    work.requestTask("quick") { _ in
+                        if withUnsafeCurrentTask(body: { $0 == nil }) { notInATask.add(1, ordering: .relaxed) }
                         return "quick"
                     }
                 }
             }
-            let work = FrameWork<String, String>(link: link) { done in committed.withLock { $0.append(done.output) } }
-            box.withLock { $0 = work }
             link.start(on: DispatchQueue(label: "async-work"))
             #expect(await eventually(timeout: 8) { frames.load(ordering: .relaxed) > 30 && work.counts.outstanding == 0 })
             link.invalidate()
@@ -219,6 +213,7 @@ extension DisplayLinkTests {
             #expect(sawCancellation.load(ordering: .relaxed) >= 1, "no async run saw its Task cancelled: \(counts)")
             #expect(!committed.withLock { $0 }.contains("slow"))
             #expect(committed.withLock { $0 }.contains("quick"))
+            #expect(notInATask.load(ordering: .relaxed) == 0, "requestTask ran a closure with no await outside a task")
             #expect(counts.requested == counts.committed + counts.cancelled + counts.coalesced, "\(counts)")
         }
 
@@ -229,20 +224,15 @@ extension DisplayLinkTests {
             defer { daemon.stop() }
             let runs = Atomic<Int>(0)
             let committed = Mutex<[(UInt64, UInt64, Int)]>([])
-            let box = Mutex<FrameWork<String, Int>?>(nil)
+            let work = FrameWork<String, Int>()
             let link = DisplayLink(socketPath: daemon.socketPath) { link in
-                guard let frame = link.currentFrame, let work = box.withLock({ $0 }) else { return }
-                work.advance(to: frame)
+                work.advance(link) { done in
+                    committed.withLock { $0.append((done.targetSequence, link.currentFrame?.targetSequence ?? 0, done.output)) }
+                }
             }
-            let work = FrameWork<String, Int>(link: link) { done in
-                committed.withLock { $0.append((done.targetSequence, link.currentFrame?.targetSequence ?? 0, done.output)) }
-            }
-            box.withLock { $0 = work }
             let reports = Mutex<[FrameMonitor.Report]>([])
             let monitor = FrameMonitor(socketPath: daemon.socketPath, frameWork: work) { report in reports.withLock { $0.append(report) } }
             monitor.start(on: DispatchQueue(label: "monitor"))
-            // The monitor counts from its first frame: the requests come after it.
-            #expect(await eventually(timeout: 3) { monitor.totals.frames >= 1 })
             for i in 1...10 {
                 work.request("title") { _ in
                     runs.add(1, ordering: .relaxed)

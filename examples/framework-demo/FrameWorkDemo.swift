@@ -5,7 +5,7 @@ import Foundation
 import Synchronization
 
 /// Frame work against a real vsyncd: rotating stars rasterized on the CPU, one tile per key,
-/// committed on the link's queue at its rate, while some draws take a frame and a half.
+/// committed on the main actor at the link's rate, while some draws take a frame and a half.
 ///
 ///     vsyncd --source timer:60 --socket /tmp/v.sock &
 ///     swift run framework-demo --socket /tmp/v.sock
@@ -39,58 +39,90 @@ struct FrameWorkDemo: ParsableCommand {
         let started = DisplayLink.currentTimeNanoseconds()
         _ = raster.render(angle: 0, samples: 8, cancelled: { false })
         let nsPerSample = Double(DisplayLink.currentTimeNanoseconds() - started) / Double(size * size * 64)
-        let screen = Screen(tiles: tiles, size: size)
-        let link = DisplayLink(socketPath: socket) { _ in }
-        let work = FrameWork<Int, [UInt8]>(link: link) { done in screen.commit(done.key, done.output, for: done.targetSequence) }
-        let tiles = self.tiles
-        let driven = DisplayLink(socketPath: socket) { link in
-            guard let frame = link.currentFrame else { return }
-            screen.frame(frame.targetSequence)
-            let frameNs = Double(frame.targetTimestampNanoseconds &- frame.timestampNanoseconds)
-            work.advance(to: frame) {
-                for tile in 0..<tiles {
-                    // Mostly a quarter of a frame; every 11th frame one tile takes a frame and a half.
-                    let cost = (frame.sequence + UInt64(tile) * 3) % 11 == 0 ? 1.5 : 0.15 + 0.1 * Double(tile % 3)
-                    let samples = max(1, min(48, Int((cost * frameNs / nsPerSample / Double(raster.size * raster.size)).squareRoot())))
-                    let angle = Double(frame.targetSequence) * 0.02 * Double(tile + 1)
-                    work.request(tile) { run in
-                        guard let image = raster.render(angle: angle, samples: samples, cancelled: { run.isCancelled }) else {
-                            throw CancellationError()
-                        }
-                        return image
-                    }
-                }
-            }
+        let (socket, tiles, seconds, pgm) = (self.socket, self.tiles, self.seconds, self.pgm)
+        // ArgumentParser calls run() on the main thread: the presenter is main-actor code, its
+        // link and monitor are on the main run loop.
+        try MainActor.assumeIsolated {
+            let presenter = Presenter(raster: raster, tiles: tiles, nsPerSample: nsPerSample, socket: socket)
+            print(String(format: "framework-demo: %d tiles of %d px, %.1f ns a subsample, pool of %d threads at %@",
+                         tiles, raster.size, nsPerSample, FrameWorkPool.shared.threadCount,
+                         FrameWorkPool.shared.priority.description))
+            RunLoop.main.run(until: Date(timeIntervalSinceNow: seconds))
+            presenter.stop()
+            try presenter.report(pgm: pgm)
         }
-        let monitor = FrameMonitor(socketPath: socket, frameWork: work) { r in
+    }
+}
+
+/// The app's side, on the main actor: the link's handler draws nothing itself; it commits the
+/// tiles drawn for this frame and requests the next ones.
+@MainActor final class Presenter {
+    let raster: StarRaster
+    let tiles: Int
+    let nsPerSample: Double
+    let screen: Screen
+    let work = FrameWork<Int, [UInt8]>()
+    private var link: DisplayLink?
+    private let monitor: FrameMonitor
+
+    init(raster: StarRaster, tiles: Int, nsPerSample: Double, socket: String?) {
+        self.raster = raster
+        self.tiles = tiles
+        self.nsPerSample = nsPerSample
+        screen = Screen(tiles: tiles, size: raster.size)
+        monitor = FrameMonitor(socketPath: socket, frameWork: work) { r in
             let w = r.frameWork
             print(String(format: "fps %5.1f  dropped %2d  hitches %d  |  work: committed %3d  late %3d  superseded %3d  coalesced %d",
                          r.framesPerSecond, r.droppedFrames, r.hitches, w.committed, w.late, w.superseded, w.coalesced))
         }
-        driven.errorHandler = { error in print("vsync: \(error)") }
-        let queue = DispatchQueue(label: "present")
-        monitor.start(on: queue)
-        driven.start(on: queue)
-        print(String(format: "framework-demo: %d tiles of %d px, %.1f ns a subsample, pool of %d queues",
-                     tiles, size, nsPerSample, FrameWorkPool.shared.queueCount))
-        Thread.sleep(forTimeInterval: seconds)
-        queue.sync {
-            driven.invalidate()
-            monitor.invalidate()
-            link.invalidate()
+        monitor.add(to: .main, forMode: .common)
+        link = DisplayLink(target: self, socketPath: socket) { presenter, link in presenter.step(link) }
+        link?.errorHandler = { error in print("vsync: \(error)") }
+        link?.add(to: .main, forMode: .common)
+    }
+
+    func step(_ link: DisplayLink) {
+        guard let frame = link.currentFrame else { return }
+        screen.frame(frame.targetSequence)
+        let frameNs = Double(frame.targetTimestampNanoseconds &- frame.timestampNanoseconds)
+        let raster = raster
+        work.advance(link) { done in
+            screen.commit(done.key, done.output, for: done.targetSequence)
+        } requesting: {
+            for tile in 0..<tiles {
+                // Mostly a quarter of a frame; every 11th frame one tile takes a frame and a half.
+                let cost = (frame.sequence + UInt64(tile) * 3) % 11 == 0 ? 1.5 : 0.15 + 0.1 * Double(tile % 3)
+                let samples = max(1, min(48, Int((cost * frameNs / nsPerSample / Double(raster.size * raster.size)).squareRoot())))
+                let angle = Double(frame.targetSequence) * 0.02 * Double(tile + 1)
+                work.request(tile) { run in
+                    guard let image = raster.render(angle: angle, samples: samples, cancelled: { run.isCancelled }) else {
+                        throw CancellationError()
+                    }
+                    return image
+                }
+            }
         }
+    }
+
+    func stop() {
+        link?.invalidate()
+        monitor.invalidate()
+    }
+
+    func report(pgm: String?) throws {
         let c = work.counts
         let summary = screen.summary()
         print("frames \(summary.frames), frames that committed \(summary.framesWithCommits), commits per frame p50 \(summary.p50), "
             + "longest gap between a tile's commits \(summary.longestGap) frames")
-        print("requested \(c.requested) = committed \(c.committed) + cancelled \(c.cancelled) (superseded \(c.superseded), late \(c.late), failed \(c.failed)) + coalesced \(c.coalesced) + outstanding \(c.outstanding)")
+        print("requested \(c.requested) = committed \(c.committed) + cancelled \(c.cancelled) (superseded \(c.superseded), late \(c.late), "
+            + "failed \(c.failed), abandoned \(c.abandoned)) + coalesced \(c.coalesced) + outstanding \(c.outstanding)")
         if let pgm { try screen.writePGM(to: pgm) }
     }
 }
 
-/// What was committed: the tiles' images and, per frame, how many landed. Used on the link's
-/// queue only, hence `@unchecked Sendable`.
-final class Screen: @unchecked Sendable {
+/// What was committed: the tiles' images and, per frame, how many landed. The presenter's,
+/// on the main actor.
+@MainActor final class Screen {
     let tiles: Int
     let size: Int
     private var images: [[UInt8]]
