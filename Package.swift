@@ -137,6 +137,11 @@ let package = Package(
             name: "vsync-bench-client",
             dependencies: ["DisplayLink", "VsyncCore", "ProcessTools", .product(name: "Histogram", package: "hdrhistogram-swift")]
         ),
+        // How late a link's callbacks start while FrameWork's pool is busy, against the same link unloaded (README, Frame work).
+        .executableTarget(
+            name: "vsync-bench-framework",
+            dependencies: ["DisplayLink", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         // Child processes, /proc readings and the bench client's report, shared by the bench and the soak.
         .target(name: "ProcessTools"),
         // Soak run (issue 4): vsyncd at 240 Hz with clients that join, leave, pause and change rates.
