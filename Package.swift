@@ -149,7 +149,7 @@ let package = Package(
             name: "vsync-soak",
             dependencies: ["DisplayLink", "VsyncCore", "ProcessTools", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
-        // Example (issue 24): DisplayLink's FrameWork rasterizing on the CPU against a real vsyncd.
+        // Example: DisplayLink's FrameWork rasterizing on the CPU against a real vsyncd.
         .executableTarget(
             name: "framework-demo",
             dependencies: ["DisplayLink", .product(name: "ArgumentParser", package: "swift-argument-parser")],
