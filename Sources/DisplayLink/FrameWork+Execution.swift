@@ -22,8 +22,8 @@ extension FrameWork {
     }
 
     /// Runs async work in a task of its own whose code runs on this pool thread (the task
-    /// prefers a ``ThreadExecutor`` this thread drains), so it is bounded and scheduled as the
-    /// pool's closures are, not on Swift's shared threads at the app's priority.
+    /// prefers a ``ThreadExecutor`` this thread drains), so the pool bounds it as it bounds
+    /// closures, and it never takes the core the pool leaves for the link.
     private static func runTask(_ work: @escaping AsyncWork, _ info: FrameWorkRun, _ run: Run) -> Result<Output, any Error> {
         let executor = ThreadExecutor()
         let outcome = Outcome<Output>()

@@ -8,8 +8,8 @@ import Synchronization
 ///   the one that starts them. Requests made between two frames are a transaction: at the
 ///   link's next frame ``advance(_:frame:commit:requesting:)`` starts one run per key, the
 ///   newest request's; the others are counted `coalesced`.
-/// - **Runs** go to a ``FrameWorkPool``: a few threads below the link's in priority, taking runs
-///   in the order their frames started them. A key has at most one run waiting for a thread (a
+/// - **Runs** go to a ``FrameWorkPool``: a few threads (one fewer than the cores, leaving one
+///   for the link), taking runs in the order their frames started them. A key has at most one run waiting for a thread (a
 ///   newer one takes its place), so beyond the runs executing no key has more than one in flight.
 /// - **Cancellation** (YYAsyncLayer's sentinel): ``FrameWorkRun/isCancelled`` turns true once a
 ///   newer request for the same key arrives, once the run's target can no longer be made (its

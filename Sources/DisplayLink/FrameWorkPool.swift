@@ -2,37 +2,48 @@ import Foundation
 import Glibc
 import Synchronization
 
-/// The threads frame work runs on: a fixed set, one per active core (at most 16), sharing one
-/// line of runs, below the link's thread in the scheduler.
+/// The threads frame work runs on: a fixed set, one fewer than the active cores (at least one,
+/// at most 16), sharing one line of runs.
 ///
 /// - **Bounded**: a fixed set of threads, never a thread per request, so a burst of requests
-///   cannot start more draws at once than there are cores (YYAsyncLayer's reason for its pool
-///   of serial queues).
+///   cannot start more draws at once than there are threads (YYAsyncLayer's reason for its
+///   pool of serial queues).
 /// - **One line**: runs wait in the order their frames started them, and whichever thread is
 ///   free takes the first, so no run waits behind a long draw while another thread is idle.
 ///   When there are more runs than threads, the rest wait their turn in that order; a key
 ///   holds one place in the line, and a newer run for it takes over that place instead of
 ///   joining the end.
-/// - **Below the link** (``Priority``): drawing for coming frames must not delay the callback
-///   that shows this one. The threads run at a lower priority than the rest of the process, so
-///   the link's thread (its run loop, queue or reader thread) and the app's other work take a
-///   core first whenever both want one.
+/// - **A core left for the link**: drawing for coming frames must not delay the callback that
+///   shows this one. A pool as wide as the machine, kept busy, made the link's thread (and
+///   vsyncd) wait for a core behind a draw; one thread fewer leaves a core free for them
+///   however much is drawn (on one core, drawing and the link share it).
+///
+/// The threads keep the priority of the thread that made the pool. A lowered thread (nice, or
+/// `SCHED_IDLE`/`SCHED_BATCH`) would pass its priority to every thread it starts, and a draw
+/// starts threads without knowing it: libdispatch makes a new worker from whichever thread
+/// first needs one (a `DispatchQueue.global()` block, a call to an actor, `Task.sleep`), and
+/// an app's process cannot raise a thread back. The app's queues and tasks would then run at
+/// the draw's priority.
 public final class FrameWorkPool: Sendable {
     /// The process's pool, shared by every ``FrameWork`` that names no other.
     public static let shared = FrameWorkPool()
 
-    /// How the pool's threads are scheduled against the rest of the process.
+    /// One fewer than the active cores, at least 1, at most 16.
+    public static var defaultThreadCount: Int {
+        min(max(ProcessInfo.processInfo.activeProcessorCount - 1, 1), 16)
+    }
+
+    /// How the pool's threads are scheduled, for `vsync-bench-framework` to compare: the
+    /// lowered ones are unsafe in an app (see ``FrameWorkPool``).
+    @_spi(Benchmark)
     public enum Priority: Sendable, Equatable, CustomStringConvertible {
-        /// As the thread that made the pool: drawing competes with the link's thread as an equal.
+        /// As the thread that made the pool (what every public pool does).
         case inherited
-        /// `n` (1…19) nicer than the thread that made the pool (Linux nice values are per
-        /// thread): a smaller share of a busy core, and preempted by the link's thread when it
-        /// wakes.
+        /// `n` (1…19) nicer than the thread that made the pool (nice is per thread on Linux).
         case nice(Int)
-        /// `SCHED_BATCH`: the same share as the link's thread, but it never preempts it.
+        /// `SCHED_BATCH`.
         case batch
-        /// `SCHED_IDLE`: runs only on a core nothing else wants, so drawing can starve when the
-        /// machine is busy.
+        /// `SCHED_IDLE`.
         case idle
 
         public var description: String {
@@ -45,22 +56,20 @@ public final class FrameWorkPool: Sendable {
         }
     }
 
-    /// The default: as far below the link's thread as a nice value goes. Measured with
-    /// `vsync-bench-framework`, it kept the link's callbacks about as prompt while the pool was
-    /// busy as while it was idle, where the link's own priority, nice 10 and `SCHED_BATCH` did
-    /// not always; unlike `SCHED_IDLE` it still gets a share of a core the app's other threads
-    /// keep busy.
-    public static let defaultPriority = Priority.nice(19)
-
     /// How many threads the pool has.
     public let threadCount: Int
     /// How its threads are scheduled.
-    public let priority: Priority
+    @_spi(Benchmark) public let priority: Priority
     private let line: RunLine
 
-    /// A pool of `threadCount` threads (1…16; default: the active cores, at most 16) at `priority`.
-    public init(threadCount: Int = min(max(ProcessInfo.processInfo.activeProcessorCount, 1), 16),
-                priority: Priority = FrameWorkPool.defaultPriority) {
+    /// A pool of `threadCount` threads (1…16; by default one fewer than the active cores).
+    public convenience init(threadCount: Int = FrameWorkPool.defaultThreadCount) {
+        self.init(threadCount: threadCount, priority: .inherited)
+    }
+
+    /// A pool whose threads are scheduled at `priority` (for measurements only).
+    @_spi(Benchmark)
+    public init(threadCount: Int = FrameWorkPool.defaultThreadCount, priority: Priority) {
         precondition((1...16).contains(threadCount), "FrameWorkPool: \(threadCount) threads is outside 1…16")
         if case .nice(let n) = priority {
             precondition((1...19).contains(n), "FrameWorkPool: nice \(n) is outside 1…19")

@@ -1,12 +1,14 @@
 import ArgumentParser
 import Dispatch
-import DisplayLink
+@_spi(Benchmark) import DisplayLink
 import Foundation
 import Synchronization
 
 /// How late a link's callbacks start while FrameWork keeps its pool busy, against the same link
 /// with the pool idle, in alternating rounds of one run (the machine's other load moves both
 /// alike). Each loaded round uses one pool setup; the unloaded rounds between them are the floor.
+/// `inherited` is a pool as wide as the machine at the link's priority, for comparison with the
+/// library's `default`; the lowered priorities are there to be measured, not used in apps.
 ///
 ///     swift build && .build/debug/vsync-bench-framework --rounds 6
 ///
@@ -19,8 +21,8 @@ struct FrameWorkBench: ParsableCommand {
         commandName: "vsync-bench-framework",
         abstract: "Measure a DisplayLink's callback lateness with and without FrameWork's pool under load.")
 
-    @Option(help: "Pool setups to load in turn: PRIORITY[xTHREADS], PRIORITY one of default, inherited, nice1…nice19, batch, idle.")
-    var pools = "default"
+    @Option(help: "Pool setups to load in turn: default (the library's pool), or PRIORITY[xTHREADS] with PRIORITY one of inherited, nice1…nice19, batch, idle (THREADS: the active cores unless given).")
+    var pools = "default,inherited"
     @Option(help: "Rounds; each visits every pool setup, with an unloaded second before each.")
     var rounds = 6
     @Option(help: "Seconds per condition in a round.")
@@ -54,25 +56,31 @@ struct FrameWorkBench: ParsableCommand {
     }
 }
 
-/// One pool setup under test: `PRIORITY[xTHREADS]`, e.g. `nice10`, `idle`, `inheritedx1`.
+/// One pool setup under test: `default` (the library's own pool), or `PRIORITY[xTHREADS]` with
+/// PRIORITY one of `inherited`, `nice1`…`nice19`, `batch`, `idle`, and THREADS the active cores
+/// unless given (so `inherited` is a pool as wide as the machine at the link's priority).
 struct Setup {
     let name: String
     let pool: FrameWorkPool
 
     init(_ name: String) throws {
         self.name = name
+        if name == "default" {
+            pool = FrameWorkPool()
+            return
+        }
         let parts = name.split(separator: "x", maxSplits: 1)
-        let threads = try parts.count == 2 ? Self.number(parts[1], in: 1...16, name) : nil
+        let cores = min(max(ProcessInfo.processInfo.activeProcessorCount, 1), 16)
+        let threads = try parts.count == 2 ? Self.number(parts[1], in: 1...16, name) : cores
         let priority: FrameWorkPool.Priority
         switch parts[0] {
-        case "default": priority = FrameWorkPool.defaultPriority
         case "inherited": priority = .inherited
         case "batch": priority = .batch
         case "idle": priority = .idle
         case let p where p.hasPrefix("nice"): priority = .nice(try Self.number(p.dropFirst(4), in: 1...19, name))
-        default: throw ValidationError("unknown pool setup \(name): use default, inherited, nice1…nice19, batch or idle, then xTHREADS if wanted")
+        default: throw ValidationError("unknown pool setup \(name): use default, or inherited, nice1…nice19, batch or idle, then xTHREADS if wanted")
         }
-        pool = threads.map { FrameWorkPool(threadCount: $0, priority: priority) } ?? FrameWorkPool(priority: priority)
+        pool = FrameWorkPool(threadCount: threads, priority: priority)
     }
 
     static func number(_ text: Substring, in range: ClosedRange<Int>, _ name: String) throws -> Int {

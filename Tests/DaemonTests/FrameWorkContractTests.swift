@@ -1,4 +1,4 @@
-@testable import DisplayLink
+@_spi(Benchmark) @testable import DisplayLink
 import Dispatch
 import Foundation
 import Glibc
@@ -31,44 +31,73 @@ extension DisplayLinkTests {
             return result.withLock { $0! }
         }
 
-        /// Drawing must not compete with the link's thread as an equal: the pool's threads run
-        /// below the thread that made the pool, by default and as asked.
-        @Test func poolThreadsRunBelowTheLinksThread() {
-            let mine = Self.scheduling()
-            let byDefault = Self.onPool(FrameWorkPool(threadCount: 2)) { Self.scheduling() }
-            #expect(FrameWorkPool.defaultPriority == .nice(19))
-            #expect(byDefault.nice == 19 && byDefault.policy == mine.policy, "\(byDefault) from \(mine)")
-            #expect(Self.onPool(FrameWorkPool(threadCount: 1, priority: .nice(5))) { Self.scheduling() }.nice == min(mine.nice + 5, 19))
-            #expect(Self.onPool(FrameWorkPool(threadCount: 1, priority: .batch)) { Self.scheduling() }.policy == 3)  // SCHED_BATCH
-            #expect(Self.onPool(FrameWorkPool(threadCount: 1, priority: .idle)) { Self.scheduling() }.policy == 5)  // SCHED_IDLE
-            let inherited = Self.onPool(FrameWorkPool(threadCount: 1, priority: .inherited)) { Self.scheduling() }
-            #expect(inherited == mine)
+        /// The calling thread's kernel name.
+        static func threadName() -> String {
+            ((try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
         }
 
-        /// Async work runs on the pool's threads too, so it is bounded and lowered as closures are.
+        /// What a thread started from the calling one is scheduled at.
+        static func schedulingOfAThreadStartedHere() -> (nice: Int32, policy: Int32) {
+            let seen = Mutex<(nice: Int32, policy: Int32)>((0, 0))
+            let done = DispatchSemaphore(value: 0)
+            Thread {
+                seen.withLock { $0 = Self.scheduling() }
+                done.signal()
+            }.start()
+            done.wait()
+            return seen.withLock { $0 }
+        }
+
+        /// A pool as wide as the machine, kept busy, leaves the link's thread no core: the
+        /// default pool leaves one (one thread fewer than the active cores, at least one).
+        @Test func theDefaultPoolLeavesACoreForTheLink() {
+            let cores = ProcessInfo.processInfo.activeProcessorCount
+            #expect(FrameWorkPool.defaultThreadCount == min(max(cores - 1, 1), 16))
+            #expect(FrameWorkPool.shared.threadCount == FrameWorkPool.defaultThreadCount)
+            #expect(FrameWorkPool().threadCount == FrameWorkPool.defaultThreadCount)
+            if cores > 1 { #expect(FrameWorkPool.shared.threadCount < cores) }
+        }
+
+        /// The pool's threads keep the app's priority, and so do the threads a draw starts
+        /// (libdispatch's workers among them). A lowered pool, measured by the benchmark only,
+        /// would pass its priority on: the reason no public pool is lowered.
+        @Test func threadsADrawStartsKeepTheAppsPriority() {
+            let mine = Self.scheduling()
+            let pool = FrameWorkPool(threadCount: 1)
+            #expect(Self.onPool(pool) { Self.scheduling() } == mine)
+            #expect(Self.onPool(pool) { Self.schedulingOfAThreadStartedHere() } == mine)
+            #expect(Self.onPool(FrameWorkPool(threadCount: 1, priority: .nice(5))) { Self.scheduling() }.nice == min(mine.nice + 5, 19))
+            #expect(Self.onPool(FrameWorkPool(threadCount: 1, priority: .batch)) { Self.scheduling() }.policy == 3)  // SCHED_BATCH
+            let idle = FrameWorkPool(threadCount: 1, priority: .idle)
+            #expect(Self.onPool(idle) { Self.scheduling() }.policy == 5)  // SCHED_IDLE
+            #expect(Self.onPool(idle) { Self.schedulingOfAThreadStartedHere() }.policy == 5, "inherited by what it starts")
+        }
+
+        /// Async work runs on the pool's threads too, so the pool bounds it as it bounds closures.
         @Test func asyncWorkRunsOnThePoolsThreads() async throws {
             let daemon = try Self.daemon()
             defer { daemon.stop() }
-            let seen = Mutex<[Int32]>([])
+            let seen = Mutex<[String]>([])
             let work = FrameWork<Int, Int>(pool: FrameWorkPool(threadCount: 2))
             let link = DisplayLink(socketPath: daemon.socketPath) { link in
                 work.advance(link) { _ in } requesting: {
                     work.requestTask(0) { _ in
                         await Task.yield()  // resumed on the executor the task prefers
-                        seen.withLock { $0.append(Self.scheduling().nice) }
+                        seen.withLock { $0.append(Self.threadName()) }
                         return 0
                     }
                 }
             }
-            link.start(on: DispatchQueue(label: "async-priority"))
+            link.start(on: DispatchQueue(label: "async-pool"))
             #expect(await eventually(timeout: 3) { seen.withLock { $0.count } >= 5 })
             link.invalidate()
-            #expect(seen.withLock { $0 }.allSatisfy { $0 == 19 }, "\(seen.withLock { $0 })")
+            #expect(seen.withLock { $0 }.allSatisfy { $0.hasPrefix("FrameWork.") }, "\(seen.withLock { $0 })")
         }
 
-        /// One thread is stuck in a long draw for 30 frames; a key requested every other frame
-        /// meanwhile is taken by the free thread each time and commits, never waiting behind
-        /// the long draw.
+        /// One thread is stuck in a long draw for 90 frames; a key requested every sixth frame
+        /// meanwhile is taken by the free thread each time, never waiting behind the long draw
+        /// until the next request replaces it (six frames later: room for a busy machine). Judged by the runs that began, not by commits,
+        /// which a frame the link skips on a busy machine would also miss.
         @Test func aRunBehindALongDrawIsTakenByAFreeThread() async throws {
             let daemon = try Self.daemon()
             defer { daemon.stop() }
@@ -77,39 +106,43 @@ extension DisplayLinkTests {
             let longStarted = Atomic<Int>(0)
             let longReturned = Atomic<Int>(0)
             let shortAsked = Mutex<[Int]>([])
-            let shortCommitted = Mutex<[Int]>([])
+            let shortBegan = Mutex<[Int]>([])
             let work = FrameWork<String, Int>(pool: FrameWorkPool(threadCount: 2))
             let link = DisplayLink(socketPath: daemon.socketPath) { link in
                 let n = frames.add(1, ordering: .relaxed).newValue
-                work.advance(link) { done in
-                    if done.key == "short" { shortCommitted.withLock { $0.append(done.output) } }
-                } requesting: {
-                    if n == 2 {
+                work.advance(link) { _ in } requesting: {
+                    // Asked again each frame until a thread took it (a busy machine can make the
+                    // first one late before it begins); only the first to begin sticks.
+                    if n >= 2 && longStarted.load(ordering: .relaxed) == 0 {
                         work.request("long") { _ in
-                            longStarted.store(frames.load(ordering: .relaxed), ordering: .relaxed)
+                            guard longStarted.compareExchange(expected: 0, desired: frames.load(ordering: .relaxed),
+                                                              ordering: .relaxed).exchanged else { throw CancellationError() }
                             release.wait()
                             longReturned.store(frames.load(ordering: .relaxed), ordering: .relaxed)
                             return 0
                         }
                     }
-                    if n % 2 == 0 {
+                    if n % 6 == 0 {
                         shortAsked.withLock { $0.append(n) }
-                        work.request("short", for: .framesAhead(2)) { _ in n }
+                        work.request("short", for: .framesAhead(3)) { _ in
+                            shortBegan.withLock { $0.append(n) }
+                            return n
+                        }
                     }
                 }
                 let started = longStarted.load(ordering: .relaxed)
-                if started > 0 && n >= started + 30 { release.signal() }
+                if started > 0 && n >= started + 90 { release.signal() }
             }
             link.start(on: DispatchQueue(label: "queue-choice"))
-            #expect(await eventually(timeout: 6) { longReturned.load(ordering: .relaxed) > 0 })
+            #expect(await eventually(timeout: 12) { longReturned.load(ordering: .relaxed) > 0 })
             link.invalidate()
             release.signal()
             let (started, returned) = (longStarted.load(ordering: .relaxed), longReturned.load(ordering: .relaxed))
-            let asked = shortAsked.withLock { $0 }.filter { $0 > started && $0 < returned - 2 }
-            let made = Set(shortCommitted.withLock { $0 }).intersection(asked)
-            // Taken in turn by two queues, every other one sat behind the long draw: half.
-            #expect(made.count * 5 >= asked.count * 4,
-                    "\(made.count) of \(asked.count) short runs committed while one thread drew for \(returned - started) frames: \(work.counts)")
+            let asked = shortAsked.withLock { $0 }.filter { $0 > started && $0 < returned - 6 }
+            let began = Set(shortBegan.withLock { $0 }).intersection(asked)
+            // Sent to two queues in turn, every other run sat behind the long draw: half began.
+            #expect(began.count * 4 >= asked.count * 3,
+                    "\(began.count) of \(asked.count) short runs began while one thread drew for \(returned - started) frames: \(work.counts)")
         }
 
         /// `commitDeadlineNanoseconds` is the run's target less the lead its starting frame had
@@ -142,9 +175,11 @@ extension DisplayLinkTests {
             for run in runs.withLock({ $0 }) {
                 guard let s = started.withLock({ $0[run.targetSequence] }) else { continue }
                 checked += 1
+                // A frame whose handler ran after its target had no lead: 0.
                 let lead = run.targetTimestampNanoseconds - run.commitDeadlineNanoseconds
-                #expect(lead >= s.frameTargetNs - s.after && lead <= s.frameTargetNs - s.before,
-                        "lead \(lead) ns outside [\(s.frameTargetNs - s.after), \(s.frameTargetNs - s.before)]")
+                let (least, most) = (s.frameTargetNs > s.after ? s.frameTargetNs - s.after : 0,
+                                     s.frameTargetNs > s.before ? s.frameTargetNs - s.before : 0)
+                #expect(lead >= least && lead <= most, "lead \(lead) ns outside [\(least), \(most)]")
             }
             #expect(checked >= 15)
         }
@@ -209,6 +244,7 @@ extension DisplayLinkTests {
             let daemon = try Self.daemon()
             defer { daemon.stop() }
             let advanced = Atomic<Int>(0)
+            let invalidated = Atomic<Bool>(false)
             let work = FrameWork<Int, Int>()
             let link = DisplayLink(socketPath: daemon.socketPath) { link in
                 work.advance(link) { _ in }
@@ -216,10 +252,11 @@ extension DisplayLinkTests {
                 if advanced.load(ordering: .relaxed) == 3 {
                     work.request(9) { _ in 9 }  // after this frame's advance: waits for the next
                     link.invalidate()
+                    invalidated.store(true, ordering: .releasing)  // invalidate() has returned
                 }
             }
             link.start(on: DispatchQueue(label: "pending"))
-            #expect(await eventually(timeout: 3) { !link.isValid })
+            #expect(await eventually(timeout: 3) { invalidated.load(ordering: .acquiring) })
             let c = work.counts
             #expect(c.requested == 1 && c.abandoned == 1 && c.outstanding == 0, "\(c)")
         }

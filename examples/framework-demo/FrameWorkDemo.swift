@@ -44,9 +44,8 @@ struct FrameWorkDemo: ParsableCommand {
         // link and monitor are on the main run loop.
         try MainActor.assumeIsolated {
             let presenter = Presenter(raster: raster, tiles: tiles, nsPerSample: nsPerSample, socket: socket)
-            print(String(format: "framework-demo: %d tiles of %d px, %.1f ns a subsample, pool of %d threads at %@",
-                         tiles, raster.size, nsPerSample, FrameWorkPool.shared.threadCount,
-                         FrameWorkPool.shared.priority.description))
+            print(String(format: "framework-demo: %d tiles of %d px, %.1f ns a subsample, pool threads: %d",
+                         tiles, raster.size, nsPerSample, FrameWorkPool.shared.threadCount))
             RunLoop.main.run(until: Date(timeIntervalSinceNow: seconds))
             presenter.stop()
             try presenter.report(pgm: pgm)
