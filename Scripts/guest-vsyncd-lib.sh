@@ -91,6 +91,29 @@ wait_ticks() {
   done
 }
 
+# wait_line NAME PATTERN [N]: until client NAME printed N lines (default 1) matching PATTERN
+# (grep -E), 30 s at most.
+wait_line() {
+  i=0
+  while [ "$(grep -cE "$2" /tmp/c.$1.out 2>/dev/null)" -lt "${3:-1}" ]; do
+    i=$((i + 1)); [ $i -gt 600 ] && { echo "@@error $1 printed fewer than ${3:-1} lines matching $2"; return 1; }
+    sleep 0.05
+  done
+}
+
+# wait_connector NAME enabled|disabled: until the kernel says connector NAME is driven by a CRTC
+# or not (sysfs `enabled`), 30 s at most, then @@kernel.STATE NAME NS. For what the kernel does
+# on its own after a step, when its worker gets to it (the fbdev client after a hotplug: seconds
+# under TCG on a loaded host), so a script waits for the kernel instead of guessing its time.
+wait_connector() {
+  i=0
+  while [ "$(cat /sys/class/drm/card*-"$1"/enabled 2>/dev/null)" != "$2" ]; do
+    i=$((i + 1)); [ $i -gt 600 ] && { echo "@@error connector $1 not $2 after 30 s"; return 1; }
+    sleep 0.05
+  done
+  echo "@@kernel.$2 $1 $(mono_ns)"
+}
+
 # stop NAME [SIGNAL]: SIGINT by default (follow then prints its summary); waits for it.
 stop() {
   eval "pid=\$PID_$1"

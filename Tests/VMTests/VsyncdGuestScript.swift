@@ -7,9 +7,20 @@ struct VsyncdGuestScript {
     let bin: String
     /// Where the test helpers are (vkms-modeset): the debug build, which has them.
     let tools: String
-    private(set) var lines: [String] = ["set -u", ". Scripts/guest-vsyncd-lib.sh"]
+    /// The guest's clock first (@@clock lines): its clocksource and how the kernel set its TSC
+    /// rate. Every time a test reads is on that clock; a guest whose TSC calibration failed on a
+    /// busy host runs on another, and a failure's figures are read with that in mind.
+    private(set) var lines: [String] = [
+        "set -u", ". Scripts/guest-vsyncd-lib.sh",
+        #"echo "@@clock source $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"; dmesg | grep -E 'tsc: |Switched to clocksource' | sed 's/^/@@clock /'"#,
+    ]
     /// Boot with qemu's virtio-gpu as card1 (vm-run.sh --virtio-gpu): a real driver with an EDID.
     var virtioGPU = false
+    /// Boot with the host's TSC rate (vm-run.sh --host-tsc): the guest has high-resolution timers
+    /// however busy the host is. Without it a busy host fails the guest's TSC calibration, and
+    /// every timer in the guest then fires on the 250 Hz tick: up to 4 ms late, the guest
+    /// kernel's lateness, not the daemon's.
+    var hostTSC = false
 
     /// `release`: vsyncd and vsync-probe from the release build, for tests that measure timing.
     /// Under TCG a debug build runs several times slower, and its wake-ups measure the build,
@@ -34,7 +45,7 @@ struct VsyncdGuestScript {
     func run(timeout: Int = 300) async throws -> VsyncdGuestOutput {
         let result = try await GuestVM.run(
             ["sh", "-c", lines.joined(separator: "\n")], timeout: timeout, env: ["VSYNC_BIN": bin, "VSYNC_TOOLS": tools],
-            virtioGPU: virtioGPU)
+            virtioGPU: virtioGPU, hostTSC: hostTSC)
         return VsyncdGuestOutput(result: result)
     }
 }
@@ -103,6 +114,8 @@ struct VsyncdGuestOutput: CustomStringConvertible {
 
     func status(_ name: String) -> Int? { all("\(name).status").first.flatMap { Int($0) } }
     var log: [String] { all("vsyncd.log") }
+    /// The guest's clocksource and the kernel's TSC lines (VsyncdGuestScript's first lines).
+    var clock: [String] { all("clock") }
     var errors: [String] { all("error") }
 
     /// The default mode's exact refresh, from `vsync-probe list --json` (tag `list`).

@@ -164,6 +164,48 @@ enum TickCheck {
         return report
     }
 
+    /// The longest spell within `from...to` in which the kernel had vblanks for a client that it
+    /// did not get: from a vblank the kernel recorded that no tick named, to the client's next
+    /// tick; a spell still open at `to` lasts as far as the record shows unticked vblanks (the
+    /// end of a run is when the guest is busiest, and the record and the client stop there at
+    /// once). A stall of the guest itself (vkms's vblank timer firing late, the kernel's count
+    /// jumping over the periods that passed) leaves no vblank in the record, so it is not
+    /// counted: that time is the kernel's, not the daemon's. Vblanks off a client's divisor
+    /// count too, so a spell is at least `divisor - 1` frames. `vblanks`: recorded vblanks in it.
+    static func longestUntickedSpell(
+        _ ticks: [FollowTick], kernel: KernelRecord, from: UInt64, to: UInt64
+    ) -> (ns: UInt64, vblanks: Int, startNs: UInt64) {
+        let stamps = ticks.map(\.timestampNs).sorted()
+        let ticked = Set(ticks.map(\.seq))
+        var worst: (ns: UInt64, vblanks: Int, startNs: UInt64) = (0, 0, from)
+        var run: (first: UInt64, last: UInt64, count: Int)?
+        func close(at end: UInt64) {
+            if let r = run, end - r.first > worst.ns { worst = (end - r.first, r.count, r.first) }
+            run = nil
+        }
+        var next = 0  // the first tick stamp at or after the vblank in hand
+        for vblank in kernel.ordered.sorted(by: { $0.timestampNs < $1.timestampNs }) where vblank.timestampNs <= to {
+            while next < stamps.count && stamps[next] < vblank.timestampNs {
+                // A tick between two recorded vblanks (one the record lacks) ends a spell too.
+                if let r = run, stamps[next] >= r.first { close(at: stamps[next]) }
+                next += 1
+            }
+            if ticked.contains(vblank.sequence) { close(at: vblank.timestampNs); continue }
+            guard vblank.timestampNs >= from else { continue }
+            if run == nil { run = (vblank.timestampNs, vblank.timestampNs, 0) }
+            run!.last = vblank.timestampNs
+            run!.count += 1
+        }
+        if let r = run { close(at: next < stamps.count && stamps[next] <= to ? stamps[next] : r.last) }
+        return worst
+    }
+
+    /// Whether `kernel` holds vblanks through `from...to` (no pause longer than `maxPauseNs`
+    /// at either end), so that a spell measured against it means something.
+    static func record(_ kernel: KernelRecord, covers from: UInt64, _ to: UInt64, maxPauseNs: UInt64 = 500_000_000) -> Bool {
+        kernel.ordered.contains { $0.timestampNs <= from + maxPauseNs } && kernel.ordered.contains { $0.timestampNs + maxPauseNs >= to }
+    }
+
     /// Sequences a client got twice or out of order anywhere in its run.
     static func notIncreasing(_ ticks: [FollowTick]) -> [String] {
         zip(ticks, ticks.dropFirst()).filter { $0.1.seq <= $0.0.seq }
