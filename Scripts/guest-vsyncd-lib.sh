@@ -82,34 +82,43 @@ raw() {
   CLIENTS="${CLIENTS:-} $name"
 }
 
+# The lines of FILE as they come (from the first), after a first line holding the reader's pid:
+# kill it with SIGPIPE when done (the one signal shells do not report). tail -F blocks on the file
+# (inotify) where a loop would poll it: in a TCG guest, forking a few processes 20 times a second
+# is load of its own, in the very windows the tests measure. (A file not there yet is made empty
+# first: tail notices a file appearing only once a second, its writer's truncation at once.)
+follow_file() { [ -e "$1" ] || : >>"$1"; sh -c 'echo $$; exec tail -n +1 -F "$1" 2>/dev/null' sh "$1"; }
+
 # wait_ticks NAME N: until client NAME printed N lines (30 s at most).
 wait_ticks() {
-  i=0
-  while [ "$(cat /tmp/c.$1.out 2>/dev/null | wc -l)" -lt "$2" ]; do
-    i=$((i + 1)); [ $i -gt 600 ] && { echo "@@error $1 printed fewer than $2 lines"; return 1; }
-    sleep 0.05
-  done
+  follow_file /tmp/c.$1.out | {
+    read -r reader
+    [ "$(timeout 30 head -n "$2" | wc -l)" -ge "$2" ]; found=$?
+    kill -PIPE "$reader" 2>/dev/null; exit $found
+  } || { echo "@@error $1 printed fewer than $2 lines"; return 1; }
 }
 
 # wait_line NAME PATTERN [N]: until client NAME printed N lines (default 1) matching PATTERN
 # (grep -E), 30 s at most.
 wait_line() {
-  i=0
-  while [ "$(grep -cE "$2" /tmp/c.$1.out 2>/dev/null)" -lt "${3:-1}" ]; do
-    i=$((i + 1)); [ $i -gt 600 ] && { echo "@@error $1 printed fewer than ${3:-1} lines matching $2"; return 1; }
-    sleep 0.05
-  done
+  follow_file /tmp/c.$1.out | {
+    read -r reader
+    [ "$(timeout 30 grep -m "${3:-1}" -cE "$2")" -ge "${3:-1}" ]; found=$?
+    kill -PIPE "$reader" 2>/dev/null; exit $found
+  } || { echo "@@error $1 printed fewer than ${3:-1} lines matching $2"; return 1; }
 }
 
 # wait_connector NAME enabled|disabled: until the kernel says connector NAME is driven by a CRTC
 # or not (sysfs `enabled`), 30 s at most, then @@kernel.STATE NAME NS. For what the kernel does
 # on its own after a step, when its worker gets to it (the fbdev client after a hotplug: seconds
 # under TCG on a loaded host), so a script waits for the kernel instead of guessing its time.
+# Read with the shell's own `read` five times a second: no process forked but sleep.
 wait_connector() {
-  i=0
-  while [ "$(cat /sys/class/drm/card*-"$1"/enabled 2>/dev/null)" != "$2" ]; do
-    i=$((i + 1)); [ $i -gt 600 ] && { echo "@@error connector $1 not $2 after 30 s"; return 1; }
-    sleep 0.05
+  for f in /sys/class/drm/card*-"$1"/enabled; do :; done
+  i=0 state=
+  while read -r state <"$f" 2>/dev/null; [ "$state" != "$2" ]; do
+    i=$((i + 1)); [ $i -gt 150 ] && { echo "@@error connector $1 not $2 after 30 s (sysfs says '$state')"; return 1; }
+    sleep 0.2
   done
   echo "@@kernel.$2 $1 $(mono_ns)"
 }

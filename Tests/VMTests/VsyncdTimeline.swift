@@ -164,46 +164,84 @@ enum TickCheck {
         return report
     }
 
-    /// The longest spell within `from...to` in which the kernel had vblanks for a client that it
-    /// did not get: from a vblank the kernel recorded that no tick named, to the client's next
-    /// tick; a spell still open at `to` lasts as far as the record shows unticked vblanks (the
-    /// end of a run is when the guest is busiest, and the record and the client stop there at
-    /// once). A stall of the guest itself (vkms's vblank timer firing late, the kernel's count
-    /// jumping over the periods that passed) leaves no vblank in the record, so it is not
-    /// counted: that time is the kernel's, not the daemon's. Vblanks off a client's divisor
-    /// count too, so a spell is at least `divisor - 1` frames. `vblanks`: recorded vblanks in it.
-    static func longestUntickedSpell(
-        _ ticks: [FollowTick], kernel: KernelRecord, from: UInt64, to: UInt64
-    ) -> (ns: UInt64, vblanks: Int, startNs: UInt64) {
+    /// A spell in which the kernel had vblanks for a client that it did not get.
+    struct UntickedSpell: CustomStringConvertible {
+        /// How much of it is the client's and the daemon's: the frames the kernel gave that the
+        /// client did not get, less `guestHeldNs`.
+        var ns: UInt64 = 0
+        /// From the first unticked vblank to the client's next tick.
+        var totalNs: UInt64 = 0
+        /// The frames in it the kernel gave (a vblank event each): `totalNs` less the kernel's
+        /// own pauses (its vblank timer late, its count jumping over the periods that passed).
+        var framesNs: UInt64 = 0
+        /// How long the guest kept even the recorder from reading vblanks then
+        /// (`KernelRecord.readerHeldUpNs`): the guest's, not the daemon's.
+        var guestHeldNs: UInt64 = 0
+        var vblanks = 0
+        var startNs: UInt64 = 0
+        var description: String {
+            String(format: "%.1f ms (%.1f ms without a tick, %.1f ms of it frames the kernel gave, %.1f ms the guest holding up every reader; %d vblanks)",
+                   Double(ns) / 1e6, Double(totalNs) / 1e6, Double(framesNs) / 1e6, Double(guestHeldNs) / 1e6, vblanks)
+        }
+    }
+
+    /// The longest spell within `from...to` in which a client got no tick while the kernel gave
+    /// vblanks for it, counted as what the daemon and the client own. A spell runs from a vblank
+    /// the kernel recorded that no tick named to the client's next tick; one still open at `to`
+    /// lasts as far as the record shows unticked vblanks (the end of a run is when the guest is
+    /// busiest, and the record and the client stop there at once). It counts the frames the
+    /// kernel gave, one per recorded vblank (by sequence): a pause of the kernel's own (vkms's
+    /// vblank timer late under TCG, the count jumping over the periods that passed, no event for
+    /// them) is no time a tick was due. From that it takes the time the guest kept even the
+    /// recorder from reading events: a stall of every process (TCG on a loaded host, the kernel's
+    /// own work) is not the daemon's. Vblanks off a client's divisor count, so a spell is at
+    /// least `divisor - 1` frames.
+    static func longestUntickedSpell(_ ticks: [FollowTick], kernel: KernelRecord, from: UInt64, to: UInt64) -> UntickedSpell {
         let stamps = ticks.map(\.timestampNs).sorted()
         let ticked = Set(ticks.map(\.seq))
-        var worst: (ns: UInt64, vblanks: Int, startNs: UInt64) = (0, 0, from)
-        var run: (first: UInt64, last: UInt64, count: Int)?
+        let record = kernel.ordered.sorted { $0.timestampNs < $1.timestampNs }
+        var worst = UntickedSpell(startNs: from)
+        // The run in hand: its first vblank, its unticked vblanks' indices in `record`.
+        var run: [Int] = []
         func close(at end: UInt64) {
-            if let r = run, end - r.first > worst.ns { worst = (end - r.first, r.count, r.first) }
-            run = nil
+            guard let first = run.first else { return }
+            let start = record[first].timestampNs
+            var frames: UInt64 = 0
+            for i in run {
+                // Each unticked vblank stands for one frame: to the next vblank, or to the spell's
+                // end, at most one period (the kernel's, from its own count).
+                let next = i + 1 < record.count ? record[i + 1] : nil
+                let until = min(next?.timestampNs ?? end, end)
+                let period = next.map { ($0.timestampNs - record[i].timestampNs) / max(1, $0.sequence - record[i].sequence) }
+                    ?? (i > 0 ? (record[i].timestampNs - record[i - 1].timestampNs) / max(1, record[i].sequence - record[i - 1].sequence) : until - record[i].timestampNs)
+                frames += min(until - record[i].timestampNs, period)
+            }
+            let held = min(kernel.readerHeldUpNs(from: start, to: end), frames)
+            let spell = UntickedSpell(ns: frames - held, totalNs: end - start, framesNs: frames, guestHeldNs: held, vblanks: run.count, startNs: start)
+            if spell.ns > worst.ns || (spell.ns == worst.ns && spell.totalNs > worst.totalNs) { worst = spell }
+            run = []
         }
         var next = 0  // the first tick stamp at or after the vblank in hand
-        for vblank in kernel.ordered.sorted(by: { $0.timestampNs < $1.timestampNs }) where vblank.timestampNs <= to {
+        for (index, vblank) in record.enumerated() where vblank.timestampNs <= to {
             while next < stamps.count && stamps[next] < vblank.timestampNs {
                 // A tick between two recorded vblanks (one the record lacks) ends a spell too.
-                if let r = run, stamps[next] >= r.first { close(at: stamps[next]) }
+                if let first = run.first, stamps[next] >= record[first].timestampNs { close(at: stamps[next]) }
                 next += 1
             }
             if ticked.contains(vblank.sequence) { close(at: vblank.timestampNs); continue }
             guard vblank.timestampNs >= from else { continue }
-            if run == nil { run = (vblank.timestampNs, vblank.timestampNs, 0) }
-            run!.last = vblank.timestampNs
-            run!.count += 1
+            run.append(index)
         }
-        if let r = run { close(at: next < stamps.count && stamps[next] <= to ? stamps[next] : r.last) }
+        if let last = run.last { close(at: next < stamps.count && stamps[next] <= to ? stamps[next] : record[last].timestampNs) }
         return worst
     }
 
-    /// Whether `kernel` holds vblanks through `from...to` (no pause longer than `maxPauseNs`
-    /// at either end), so that a spell measured against it means something.
-    static func record(_ kernel: KernelRecord, covers from: UInt64, _ to: UInt64, maxPauseNs: UInt64 = 500_000_000) -> Bool {
-        kernel.ordered.contains { $0.timestampNs <= from + maxPauseNs } && kernel.ordered.contains { $0.timestampNs + maxPauseNs >= to }
+    /// Whether `kernel` holds vblanks in the first and the last quarter of `from...to`, so that a
+    /// spell measured against it means something.
+    static func record(_ kernel: KernelRecord, covers from: UInt64, _ to: UInt64) -> Bool {
+        let quarter = (to - from) / 4
+        return kernel.ordered.contains { $0.timestampNs >= from && $0.timestampNs <= from + quarter }
+            && kernel.ordered.contains { $0.timestampNs >= to - quarter && $0.timestampNs <= to }
     }
 
     /// Sequences a client got twice or out of order anywhere in its run.

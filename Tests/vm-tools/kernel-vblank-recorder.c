@@ -6,12 +6,15 @@
  *   kernel-vblank-recorder --watch /dev/dri/card0:ID [--watch /dev/dri/card1:ID ...] [--seconds S]
  *
  * The first form records one CRTC (default: the one driving the first connected connector of
- * card0) and prints "<64-bit sequence> <timestamp ns>" per vblank. The second records every CRTC
- * named, on any cards, at once, and prints "<card> <crtc id> <sequence> <ns>" (card: the node's
- * name, e.g. card1; CRTC ids repeat across cards). Timestamps are the kernel's CLOCK_MONOTONIC
- * time_ns of drmCrtcQueueSequence's event; lines are flushed one by one. DEPTH requests per CRTC
- * are kept queued ahead, each for an absolute sequence, so a recorder descheduled for up to DEPTH
- * frames on a loaded machine still records every vblank. While a CRTC is off (the queue fails
+ * card0) and prints "<64-bit sequence> <timestamp ns> <received ns>" per vblank. The second
+ * records every CRTC named, on any cards, at once, and prints "<card> <crtc id> <sequence> <ns>
+ * <received ns>" (card: the node's name, e.g. card1; CRTC ids repeat across cards). Timestamps
+ * are the kernel's CLOCK_MONOTONIC time_ns of drmCrtcQueueSequence's event; "received" is when
+ * this process read it (CLOCK_MONOTONIC): how long the guest kept even a minimal reader of the
+ * kernel's events from running, the yardstick for a client's own delays. Lines are flushed one
+ * by one. Up to DEPTH requests per CRTC are kept queued ahead (fewer with many CRTCs: the
+ * kernel gives a file 4 KiB of pending events), each for an absolute sequence, so a recorder
+ * descheduled for that many frames on a loaded machine still records every vblank. While a CRTC is off (the queue fails
  * with EINVAL) it retries every 2 ms (a mode set turns the CRTC off and on within
  * a few ms, and a slower retry missed the new mode's first vblanks at 144 Hz on Linux 7.3), so it records across a display going off and on, or lit
  * only after it started. Turning a CRTC off sends every pending event at once with the last
@@ -32,7 +35,9 @@
 #include <xf86drm.h>
 #include <xf86drmMode.h>
 
-enum { DEPTH = 16, MAX_STREAMS = 64, MAX_CARDS = 16 };
+/* DRM gives each open file 4096 bytes of pending events, 32 per sequence event: 128 at once. */
+enum { DEPTH = 64, EVENT_BUDGET = 120, MAX_STREAMS = 64, MAX_CARDS = 16 };
+static int depth = DEPTH;
 
 static volatile sig_atomic_t stop;
 static void on_signal(int sig) { (void)sig; stop = 1; }
@@ -72,9 +77,10 @@ static void on_sequence(int fd, uint64_t sequence, uint64_t ns, uint64_t user) {
     struct stream *s = &streams[user];
     if (s->pending > 0) s->pending--;
     if (sequence >= s->next_seq) s->next_seq = sequence + 1;
-    s->last_activity_ns = now_ns();
-    if (legacy_output) printf("%" PRIu64 " %" PRIu64 "\n", sequence, ns);
-    else printf("%s %u %" PRIu64 " %" PRIu64 "\n", s->card->name, s->crtc, sequence, ns);
+    uint64_t received = now_ns();
+    s->last_activity_ns = received;
+    if (legacy_output) printf("%" PRIu64 " %" PRIu64 " %" PRIu64 "\n", sequence, ns, received);
+    else printf("%s %u %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", s->card->name, s->crtc, sequence, ns, received);
 }
 
 /* The CRTC driving the first connected connector, else the first CRTC: vsyncd's primary on vkms. */
@@ -137,7 +143,7 @@ static int feed(struct stream *s, uint64_t now) {
         s->next_seq = queued_seq + 1;
         s->last_activity_ns = now;
     }
-    while (s->pending < DEPTH) {
+    while (s->pending < depth) {
         uint64_t queued_seq = 0;
         if (drmCrtcQueueSequence(fd, s->crtc, DRM_CRTC_SEQUENCE_NEXT_ON_MISS, s->next_seq, &queued_seq, user) != 0) break;
         s->pending++;
@@ -169,6 +175,12 @@ int main(int argc, char **argv) {
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
     if (nstreams == 0) add_stream(device, crtc);
+    /* The budget is per open file, one per card: the card with the most CRTCs sets the depth. */
+    for (int c = 0; c < ncards; c++) {
+        int n = 0;
+        for (int i = 0; i < nstreams; i++) n += streams[i].card == &cards[c];
+        if (n && EVENT_BUDGET / n < depth) depth = EVENT_BUDGET / n;
+    }
     drmEventContext ctx = {.version = 4, .sequence_handler = on_sequence};
     uint64_t end = seconds > 0 ? now_ns() + (uint64_t)(seconds * 1e9) : 0;
     while (!stop && (!end || now_ns() < end)) {

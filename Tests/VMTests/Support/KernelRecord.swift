@@ -17,26 +17,44 @@ struct KernelRecord {
     var timestamps: [UInt64: UInt64] = [:]
     /// In the order recorded, each sequence once.
     var ordered: [(sequence: UInt64, timestampNs: UInt64)] = []
+    /// Sequence → when the recorder read the event (CLOCK_MONOTONIC), the first time.
+    var receivedNs: [UInt64: UInt64] = [:]
 
-    /// The lines the recorder printed: "<sequence> <ns>".
+    /// The lines the recorder printed: "<sequence> <ns> <received ns>".
     init(_ lines: [String]) {
         for line in lines {
             let parts = line.split(separator: " ")
-            guard parts.count == 2, let seq = UInt64(parts[0]), let ns = UInt64(parts[1]) else { continue }
-            if timestamps[seq] == nil { ordered.append((seq, ns)) }
+            guard parts.count == 2 || parts.count == 3, let seq = UInt64(parts[0]), let ns = UInt64(parts[1]) else { continue }
+            if timestamps[seq] == nil {
+                ordered.append((seq, ns))
+                if parts.count == 3 { receivedNs[seq] = UInt64(parts[2]) }
+            }
             timestamps[seq] = ns
         }
     }
 
-    /// The recorder's `--watch` lines, "<card> <crtc> <sequence> <ns>", one record per CRTC.
+    /// The recorder's `--watch` lines, "<card> <crtc> <sequence> <ns> <received ns>", one record
+    /// per CRTC.
     static func byCRTC(_ lines: [String]) -> [KernelCRTC: KernelRecord] {
         var grouped: [KernelCRTC: [String]] = [:]
         for line in lines {
             let parts = line.split(separator: " ")
-            guard parts.count == 4, let crtc = UInt32(parts[1]) else { continue }
-            grouped[KernelCRTC(card: String(parts[0]), crtc: crtc), default: []].append("\(parts[2]) \(parts[3])")
+            guard parts.count == 4 || parts.count == 5, let crtc = UInt32(parts[1]) else { continue }
+            grouped[KernelCRTC(card: String(parts[0]), crtc: crtc), default: []].append(parts[2...].joined(separator: " "))
         }
         return grouped.mapValues(KernelRecord.init)
+    }
+
+    /// How long the guest kept the recorder, a minimal reader of these events, from reading
+    /// them during `from...to`: the largest (read − vblank) of the vblanks in it, counted up to
+    /// `to`. The guest's own stalls (TCG on a loaded host, the kernel's own work) hold up every
+    /// process in it; a client's delays beyond this are its own and the daemon's.
+    func readerHeldUpNs(from: UInt64, to: UInt64) -> UInt64 {
+        var worst: UInt64 = 0
+        for (sequence, ns) in ordered where ns >= from && ns <= to {
+            if let read = receivedNs[sequence], min(read, to) > ns { worst = max(worst, min(read, to) - ns) }
+        }
+        return worst
     }
 
     /// Whether the kernel's own count jumped over `sequence`: the record has vblanks on both
