@@ -54,9 +54,13 @@ state="$(show ActiveState)/$(show SubState)"
 [ "$state" = active/running ]; check socket-activation $? "first client started vsyncd.service: $state"
 "${as_user[@]}" /usr/bin/vsync-probe follow --fps 30 --json >/tmp/half.out 2>/tmp/half.err & half=$!
 pid=$(show MainPID)
-# Type=notify: active means READY=1 arrived; STATUS= is the daemon's own line.
-sleep 2
-status_text=$(show StatusText)
+# Type=notify: active means READY=1 arrived; STATUS= is the daemon's own line, which says 2
+# clients once the second has connected (a process starting under TCG: waited for, 30 s at most).
+for i in $(seq 300); do
+  status_text=$(show StatusText)
+  echo "$status_text" | grep -q "display(s) (1 on), 2 client(s)" && break
+  sleep 0.1
+done
 echo "$status_text" | grep -q "display(s) (1 on), 2 client(s)"; check ready-and-status $? "StatusText=$status_text"
 uid=$(awk '/^Uid:/ {print $2}' /proc/"$pid"/status)
 [ "$uid" -ge 61184 ] && [ "$uid" -le 65519 ]; check dynamic-user $? "uid $uid ($(show User))"
@@ -99,8 +103,12 @@ printf '[Service]\nDeviceAllow=\n' >/run/systemd/system/vsyncd.service.d/deny.co
 systemctl daemon-reload
 since=$(date +%s)
 systemctl start vsyncd.service 2>/dev/null
-sleep 2
-line=$(journalctl -u vsyncd.service --since "@$since" -o cat --no-pager | grep "^vsyncd: " | head -n 1)
+# Its line reaches the journal when the daemon has run (30 s at most).
+for i in $(seq 300); do
+  line=$(journalctl -u vsyncd.service --since "@$since" -o cat --no-pager | grep "^vsyncd: " | head -n 1)
+  [ -n "$line" ] && break
+  sleep 0.1
+done
 echo "$line" | grep -q "permission denied on /dev/dri/card0"; check denied-device-one-line $? "$line"
 # Restart=on-failure retries it (auto-restart) until the start limit fails it for good.
 state="$(show ActiveState)/$(show SubState)"
