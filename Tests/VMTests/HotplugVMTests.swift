@@ -156,8 +156,8 @@ struct HotplugVMTests {
             let offDelay = Self.delay(from: dark.before.timestampNs, to: off.monotonicNs, records: [kernel, other])
             print("unplug without a master: off \(offDelay) after the CRTC's last vblank (bound 1000 ms)")
             #expect(off.monotonicNs > dark.before.timestampNs && offDelay.ns < 1_000_000_000, "off \(offDelay) after the CRTC's last vblank")
-            // And the follower ticks again soon after the CRTC's first vblank back.
-            // Less the time the guest held every process up then (the recorder too).
+            // And the follower ticks again soon after the CRTC's first vblank back (less, as for
+            // `off`, the time the guest held every process up, the recorder too).
             let back = try #require(afterDark.first, "no tick after the replug")
             let firstBackNs = min(dark.after.timestampNs, back.timestampNs)
             let resume = Self.delay(from: firstBackNs, to: back.receivedNs, records: [kernel, other])
