@@ -48,6 +48,18 @@ struct FramePacingVMTests {
         return sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * p + 0.5))]
     }
 
+    /// How late the guest woke a process around `ns`: the recorder's read of the recorded vblank
+    /// nearest it, less the vblank's time (nil where the record has none within 20 ms).
+    static func guestLateness(_ kernel: KernelRecord, atNs ns: UInt64) -> Double? {
+        let record = kernel.ordered  // in the order recorded: by time
+        var low = 0, high = record.count
+        while low < high { let mid = (low + high) / 2; if record[mid].timestampNs < ns { low = mid + 1 } else { high = mid } }
+        let near = [low - 1, low].filter { record.indices.contains($0) }
+            .map { record[$0] }.filter { ($0.timestampNs > ns ? $0.timestampNs - ns : ns - $0.timestampNs) <= 20_000_000 }
+            .min { ($0.timestampNs > ns ? $0.timestampNs - ns : ns - $0.timestampNs) < ($1.timestampNs > ns ? $1.timestampNs - ns : ns - $1.timestampNs) }
+        return near.flatMap { v in kernel.receivedNs[v.sequence].map { max(0, Double($0) - Double(v.timestampNs)) } }
+    }
+
     /// Ticks whose target the kernel record has, and how far each target is from it.
     static func targetErrors(_ ticks: [PacedTick], _ kernel: KernelRecord) -> [(tick: PacedTick, errorNs: Int64)] {
         ticks.compactMap { t in
@@ -107,12 +119,22 @@ struct FramePacingVMTests {
             #expect(missing.count <= 5, "\(name): \(missing.count) ticks on vblanks the kernel record lacks: \(missing.prefix(5).map(\.seq)); record \(kernel.ordered.first!.sequence)…\(kernel.ordered.last!.sequence)")
             let badTargets = ticks.filter { !($0.targetSequence > $0.seq && $0.timelines.count == 4 && $0.timelines.first?.seq == $0.targetSequence) }
             #expect(badTargets.isEmpty, "\(name): \(badTargets.prefix(5).map { ($0.seq, $0.targetSequence, $0.timelines.count) })")
-            // Woken W before the target, less the wake-up's latency under TCG: p50 within W ± 3 ms.
+            // Woken W before the target, less the wake-ups' lateness. vsyncd owns the aim: never
+            // early (a lead above W would be its own error). Late it is by its timer's wake-up
+            // and its client's, each as late as the guest then wakes any process: the recorder's
+            // read of the vblank nearest the wake gives that lateness (2 ms at p50 on a loaded
+            // host, 40 ms at p99: a fixed W ± 3 ms timed the host). Beyond two of those, 3 ms at p50.
             let leads = ticks.map { $0.leadUs / 1000 }
             let p50 = Self.percentile(leads, 0.5), p99 = Self.percentile(leads, 0.99), p1 = Self.percentile(leads, 0.01)
             let maxError = errors.map { abs(Double($0.errorNs)) }.max() ?? .nan
-            print("\(name) (\(Int(hz)) Hz, W \(Int(work)) ms): \(ticks.count) ticks, lead ms p50 \(String(format: "%.3f", p50)) p1 \(String(format: "%.3f", p1)) p99 \(String(format: "%.3f", p99)); target vs kernel max |error| \(maxError) ns over \(errors.count) ticks")
-            #expect(abs(p50 - work) <= 3, "\(name): lead p50 \(p50) ms, work duration \(work) ms")
+            let beyond = ticks.compactMap { t -> Double? in
+                guard let lag = Self.guestLateness(kernel, atNs: t.targetTimestampNs &- UInt64(work * 1e6)) else { return nil }
+                return work - t.leadUs / 1000 - 2 * lag / 1e6
+            }
+            let excess = Self.percentile(beyond, 0.5)
+            print("\(name) (\(Int(hz)) Hz, W \(Int(work)) ms): \(ticks.count) ticks, lead ms p50 \(String(format: "%.3f", p50)) p1 \(String(format: "%.3f", p1)) p99 \(String(format: "%.3f", p99)); target vs kernel max |error| \(maxError) ns over \(errors.count) ticks; short of W beyond two of the guest's wake-ups, ms p50 \(String(format: "%.3f", excess)) (bound 3) over \(beyond.count) ticks")
+            #expect(p99 <= work + 0.1, "\(name): lead p99 \(p99) ms, above the work duration \(work) ms: woken early")
+            #expect(beyond.count > ticks.count / 2 && excess <= 3, "\(name): lead p50 \(p50) ms, work duration \(work) ms, short of it beyond the guest's own lateness by \(excess) ms at p50")
         }
         // p60 across the mode change: every tick aimed at the new mode's 4th vblank or later is exact.
         let recovered = Self.targetErrors(Self.ticks(out, "p60").filter { $0.targetSequence >= newModeFirst + 3 }, kernel)
@@ -190,9 +212,13 @@ struct FramePacingVMTests {
         // They came when their time came: the receipt rate is the mode's too (within 1 % under TCG).
         let receiptRate = 1e9 * Double(predicted.count - 1) / Double(predicted.last!.receivedNs - predicted.first!.receivedNs)
         #expect(abs(receiptRate / kernelRate - 1) <= 0.01 + Double(predicted.map(\.skipped).reduce(0, +)) / Double(predicted.count))
-        // The client that did not ask got nothing in between.
+        // The client that did not ask got nothing in between: no tick between the CRTC's last
+        // vblank and its first one back but a vblank of the relit CRTC, on its grid (the
+        // recorder, retrying while the CRTC is off, may start a frame after the relight).
+        let relit = try #require(VBlankTruth(kernel: kernel, clients: []).segment(containing: off.after.timestampNs), "no progression after on in the kernel record")
         let bInside = b.filter { $0.timestampNs > off.before.timestampNs && $0.timestampNs < off.after.timestampNs }
-        #expect(bInside.isEmpty, "b got \(bInside.count) ticks while the CRTC was off")
+            .filter { abs(Double($0.timestampNs) - Double(relit.fit.predictedTimestamp(forSequence: $0.seq))) > TickCheck.progressionToleranceNs }
+        #expect(bInside.isEmpty, "b got \(bInside.count) ticks while the CRTC was off: \(bInside.prefix(3).map { ($0.seq, $0.timestampNs) })")
         // Hardware again: a's first real tick after the gap is within a frame of b's.
         let aBack = try #require(a.first { !$0.isPredicted && $0.timestampNs >= off.after.timestampNs }, "a got no hardware tick after on")
         let bBack = try #require(b.first { $0.timestampNs >= off.after.timestampNs }, "b got no tick after on")
@@ -206,14 +232,15 @@ struct FramePacingVMTests {
 
     @Test func aSubscriptionToPrimaryWaitsForACRTCLitLater() async throws {
         var script = try Self.script()
-        // The only CRTC is off before vsyncd starts, and lit 6 s later (vkms-modeset holds each step).
-        script.shell(#""$VSYNC_TOOLS/vkms-modeset" --hold 6 off on >/tmp/late.out 2>&1 & LATE=$!"#)
-        script.shell("i=0; while ! grep -q 'off crtc' /tmp/late.out; do i=$((i+1)); [ $i -gt 400 ] && echo '@@error vkms-modeset off did not answer' && break; sleep 0.05; done")
+        // The only CRTC is off before vsyncd starts, and lit a second after the subscription (not
+        // at a set time after the off: starting vsyncd, the recorder and a client in a TCG guest
+        // on a loaded host once took more than the 6 s that allowed).
+        script.shell("hold off")
         script.shell("vsyncd_start")
         try script.recordKernel("k")
         script.shell("follow late; wait_ticks late 1; mark subscribed")
-        script.shell("wait $LATE; wait_ticks late 30")
-        script.shell("stop late; stop k; vsyncd_stop; sed 's/^/@@late.modeset /' /tmp/late.out; dump")
+        script.shell("sleep 1; release; modeset --hold 0 on; wait_ticks late 30")
+        script.shell("stop late; stop k; vsyncd_stop; dump")
         let out = try await script.run(timeout: 300)
         #expect(out.result.status == 0 && out.errors.isEmpty && out.status("vsyncd") == 0, "\(out)")
         #expect(out.log.contains { $0.contains("0 display(s)") }, "vsyncd started with a display: \(out.log.prefix(5))")
