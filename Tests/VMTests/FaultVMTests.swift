@@ -131,7 +131,10 @@ struct FaultVMTests {
     /// A client SIGKILLed mid-stream and a client that never reads: the others' latency stays in
     /// its normal range and they lose no tick.
     @Test func killedAndStuckClientsDoNotDisturbOthers() async throws {
-        var script = try VsyncdGuestScript()
+        // The release build: this test compares latencies, and the debug build's own cost per
+        // tick starves its clients in a TCG guest on a loaded host (steady alone: latency p50
+        // 49 ms, half its vblanks skipped, while the recorder read them on time).
+        var script = try VsyncdGuestScript(release: true)
         // A long stall timeout keeps the stuck client connected (and its socket full) throughout.
         script.shell("vsyncd_start --stall-timeout 60")
         try script.recordKernel("k")
@@ -156,19 +159,30 @@ struct FaultVMTests {
         print(before.summary)
         print(during.summary)
         #expect(before.failures.isEmpty && during.failures.isEmpty, "\((before.failures + during.failures).joined(separator: "\n"))")
-        // Generous bounds: the host running this TCG guest is shared, and its load drifts between
-        // the two windows (p99 went from 9.5 to 31 ms with nothing but host load changing). A
-        // daemon held up by the stuck or the dead client fails them by far: it would lose every
-        // tick from then on, or add whole frames to every one (the median).
-        #expect(during.skipped <= 3 * before.skipped + during.ticks / 10,
-                "steady lost \(during.skipped) ticks while others misbehaved, \(before.skipped) alone")
-        let p0 = try #require(Percentiles(before.latenciesUs)), p1 = try #require(Percentiles(during.latenciesUs))
-        #expect(p1.p50 <= 2 * p0.p50 + 2_000, "p50 \(p1.p50) µs with, \(p0.p50) µs without")
-        #expect(p1.p99 <= 4 * p0.p99 + 20_000, "p99 \(p1.p99) µs with, \(p0.p99) µs without")
+        // What a daemon held up by the stuck or the dead client does: lose every tick from then
+        // on, or add whole frames to every one. Judged by what vsyncd owns, since the host's load
+        // drifts between the two windows (latency p50 went from 7 to 49 ms, ticks skipped from 25
+        // to 125): no spell of 500 ms of vblanks the kernel gave while steady got none (less the
+        // time the guest held even the recorder up); and steady's latency beyond the recorder's
+        // own read of the same vblank: its median no more than a frame above the one alone, its
+        // p99 within the generous factor it had.
+        let kernel = KernelRecord(out.all("k"))
+        let spell = TickCheck.longestUntickedSpell(steady, kernel: kernel, from: disturb, to: end)
+        print("steady with killed + stuck clients: skipped \(during.skipped) (alone \(before.skipped)), longest spell without a tick \(spell)")
+        #expect(spell.ns < 500_000_000, "steady missed vblanks while others misbehaved: \(spell)")
+        func beyondTheRecorder(_ from: UInt64, _ to: UInt64) -> [Double] {
+            steady.filter { $0.timestampNs >= from && $0.timestampNs <= to }
+                .compactMap { t in kernel.receivedNs[t.seq].map { (Double(t.receivedNs) - Double($0)) / 1000 } }
+        }
+        let p0 = try #require(Percentiles(beyondTheRecorder(base, baseEnd))), p1 = try #require(Percentiles(beyondTheRecorder(disturb, end)))
+        let frameUs = segment.periodNs / 1000
+        print("steady's latency beyond the recorder's read, µs p50/p99: alone \(us(p0.p50))/\(us(p0.p99)), with killed + stuck clients \(us(p1.p50))/\(us(p1.p99))")
+        #expect(p1.p50 <= p0.p50 + frameUs + 2_000, "p50 \(p1.p50) µs with, \(p0.p50) µs without")
+        #expect(p1.p99 <= 4 * max(p0.p99, 0) + 20_000, "p99 \(p1.p99) µs with, \(p0.p99) µs without")
         // Ticking to the end: no vblank the kernel had in the last 200 ms before it went
         // unticked that long (a stall of the whole guest leaves none in the record).
         let lastTick = try #require(steady.last { $0.timestampNs <= end })
-        let tail = TickCheck.longestUntickedSpell(steady, kernel: KernelRecord(out.all("k")), from: lastTick.timestampNs, to: end)
+        let tail = TickCheck.longestUntickedSpell(steady, kernel: kernel, from: lastTick.timestampNs, to: end)
         #expect(tail.ns < 200_000_000, "steady stopped ticking before the end: \(tail)")
         #expect(out.all("stuck.alive").first == "yes" && out.raw("stuck").contains { $0.type == "sleeping" }, "the stuck client must be subscribed and alive")
         let victim = try #require(out.all("victim.pid").first)
