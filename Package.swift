@@ -123,7 +123,7 @@ let package = Package(
             name: "vkms-modeset",
             dependencies: ["VsyncDRM", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
-        // Benchmark (issue 4): runs vsyncd and N vsync-bench-client processes against the C floor
+        // Benchmark: runs vsyncd and N vsync-bench-client processes against the C floor
         // in Benchmarks/reference/fanout.c. See docs/PERFORMANCE.md.
         .executableTarget(
             name: "vsync-bench",
@@ -144,7 +144,7 @@ let package = Package(
         ),
         // Child processes, /proc readings and the bench client's report, shared by the bench and the soak.
         .target(name: "ProcessTools"),
-        // Soak run (issue 4): vsyncd at 240 Hz with clients that join, leave, pause and change rates.
+        // Soak run: vsyncd at 240 Hz with clients that join, leave, pause and change rates.
         .executableTarget(
             name: "vsync-soak",
             dependencies: ["DisplayLink", "VsyncCore", "ProcessTools", .product(name: "ArgumentParser", package: "swift-argument-parser")]

@@ -6,8 +6,8 @@
 #   Benchmarks/tick-callgrind.sh [VSYNCD] [N] [SECONDS]   # defaults: .build/release/vsyncd 100 10
 #   KEEP=1 Benchmarks/tick-callgrind.sh ...                 # keeps callgrind's output and annotation
 #
-# Compare two builds by running it on each with the same N and SECONDS (issue 22 item 1's
-# figures in docs/PERFORMANCE.md). The timer source does not read DRM: the DRM read path's
+# Compare two builds by running it on each with the same N and SECONDS (the instruction
+# counts in docs/PERFORMANCE.md). The timer source does not read DRM: the DRM read path's
 # share is not in these counts.
 set -u
 bin=${1:-.build/release/vsyncd}; n=${2:-100}; secs=${3:-10}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Vblanks the kernel had and vsyncd never ticked, under CPU load (issue 19), measured in the VM
+# Vblanks the kernel had and vsyncd never ticked, under CPU load, measured in the VM
 # test bed on vkms against the kernel's own record (Tests/vm-tools/kernel-vblank-recorder.c,
 # which keeps 16 requests queued ahead and so misses none).
 #

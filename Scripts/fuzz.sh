@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzzes the wire protocol decoders with libFuzzer (issue 4, "Bad input").
+# Fuzzes the wire protocol decoders with libFuzzer, both sides: what a
+# client sends must never crash vsyncd, nor what vsyncd sends a client.
 #
 #   Scripts/fuzz.sh [--runs N] [--seconds S] [--target client|server|all] [--fresh] [--seed N]
 #

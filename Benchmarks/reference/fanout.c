@@ -1,4 +1,4 @@
-// fanout.c: the C floor vsync-bench compares vsyncd against (issue 4).
+// fanout.c: the C floor vsync-bench compares vsyncd against.
 //
 // One sender paced by an absolute timerfd at HZ; N client processes, each blocking in recv()
 // on its own AF_UNIX SOCK_SEQPACKET socketpair. Every tick carries its sequence and a

@@ -1,4 +1,4 @@
-/// One cell of the matrix with both sides, their ratios and issue 4's targets.
+/// One cell of the matrix with both sides, their ratios and the targets they are held to.
 struct CellResult: Codable {
     var clients: Int
     var rate: Int
@@ -23,7 +23,7 @@ struct CellResult: Codable {
         return o / r
     }
 
-    /// Issue 4: p50 and p99 at most 1.25× the reference for N ≤ 100; sender CPU per tick at most
+    /// The targets: p50 and p99 at most 1.25× the reference for N ≤ 100; sender CPU per tick at most
     /// 1.5× the reference; no tick lost by clients that keep up; RSS at most 32 MiB at 100 clients.
     mutating func evaluate() {
         targets = []

@@ -8,7 +8,7 @@ import Glibc
 struct VsyncBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "vsync-bench",
-        abstract: "Measure vsyncd + DisplayLink against the C fan-out floor (issue 4).",
+        abstract: "Measure vsyncd + DisplayLink against the C fan-out floor.",
         discussion: """
         For each (clients, rate): starts vsyncd --source timer:RATE on a private socket and N \
         vsync-bench-client processes linking DisplayLink, measures callback latency (entry time \
@@ -34,7 +34,7 @@ struct VsyncBench: ParsableCommand {
     @Flag(help: "Run only the C reference (to calibrate a machine).") var referenceOnly = false
     @Option(help: "Our clients: 'callback' (DisplayLink on a dispatch queue, the product), 'direct' (DisplayLink.start(): the handler on the library's reader thread), 'c' (a C program in libvsync's dispatch loop; Benchmarks/libvsync-client.c, built at run time against libvsync.so), 'raw' (blocking recv on a plain socket like the C clients, to isolate the daemon's share) or 'page' (the C program with a page-only link: woken by libvsync's own timer aimed from vsyncd's timing page, no tick; needs --work-duration).")
     var clientMode = "callback"
-    @Option(help: "Frame pacing (issue 9): our clients subscribe with this work duration in ms and are measured from the wake instant the daemon aims at (targetTimestamp − W), the C floor's timer is shifted by W and measured from its deadline. 0: not paced.")
+    @Option(help: "Frame pacing: our clients subscribe with this work duration in ms and are measured from the wake instant the daemon aims at (targetTimestamp − W), the C floor's timer is shifted by W and measured from its deadline. 0: not paced.")
     var workDuration: Double = 0
     @Option(help: "How both senders are scheduled, vsyncd and the C floor's (their clients keep the bench's): 'rr:PRIO' or 'fifo:PRIO' (real-time, needs root), 'other:NICE', or 'other'. The default is vsyncd.service's, rr:1.")
     var senderSched = "rr:1"
@@ -135,7 +135,7 @@ struct VsyncBench: ParsableCommand {
             print(ResultTable.render(cells))
             let targets = cells.flatMap(\.targets)
             if !targets.isEmpty {
-                print(workNs > 0 ? "Targets (issue 9, work duration \(workDuration) ms: latency from the wake instant):" : "Targets (issue 4):")
+                print(workNs > 0 ? "Targets (work duration \(workDuration) ms: latency from the wake instant):" : "Targets:")
                 for t in targets { print("  " + t.line) }
             }
             let notes = cells.flatMap { c in

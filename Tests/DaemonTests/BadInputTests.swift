@@ -5,7 +5,7 @@ import Testing
 import VsyncCore
 
 extension VsyncdTests {
-    /// Issue 4, "Bad input": broken and hostile clients against the real vsyncd on the timer
+    /// Bad input: broken and hostile clients against the real vsyncd on the timer
     /// source, while a good client's tick stream is checked for gaps. Nested in VsyncdTests so
     /// it runs serialized with the other daemon tests (floods disturb timing on 2 cores).
     @Suite("vsyncd bad input") struct BadInput {

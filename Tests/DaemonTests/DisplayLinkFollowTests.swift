@@ -90,8 +90,8 @@ extension DisplayLinkTests.Daemon {
     }
 
     /// A follower waiting for a display that is not there (dark, unplugged) reads nothing, so
-    /// only the signal can end its read: it must reach the thread that reads (issue 20's
-    /// follow-up; before the fix it waited on after Ctrl-C, 8 runs of 8).
+    /// only the signal can end its read: it must reach the thread that reads (before the
+    /// fix it waited on after Ctrl-C, 8 runs of 8).
     @Test func followWaitingForItsDisplayStopsOnSIGINT() async throws {
         let daemon = try DaemonProcess(hertz: 60, logLevel: "warning")
         defer { daemon.stop() }

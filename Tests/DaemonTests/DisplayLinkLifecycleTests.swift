@@ -6,7 +6,7 @@ import Synchronization
 import Testing
 import VsyncCore
 
-/// Issue 21 item 4's promises, against the real vsyncd: the reader thread's life, the frame a
+/// DisplayLink's lifecycle promises, against the real vsyncd: the reader thread's life, the frame a
 /// callback reads on each context, the work duration's range, and the settings' one owner.
 extension DisplayLinkTests {
     @Suite

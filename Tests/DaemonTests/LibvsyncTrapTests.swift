@@ -3,7 +3,7 @@ import Testing
 import VsyncClientCore
 import VsyncCore
 
-/// The C API's former traps (issue 21), each held by a test: Tests/libvsync/traps.c drives the
+/// The C API's former traps (calls that misled their first users), each held by a test: Tests/libvsync/traps.c drives the
 /// library through its ABI against the real vsyncd on the timer source, and prints what happened.
 @Suite("libvsync traps", .serialized)
 struct LibvsyncTrapTests {

@@ -4,11 +4,11 @@ import Testing
 import VsyncCore
 @testable import VsyncDaemon
 
-/// Issue 19: three bugs clients written by others found, each reproduced the way they hit it,
+/// Three bugs clients written by others found, each reproduced the way they hit it,
 /// with the client's timing driven by the test (a request sent the moment a tick arrives, a
 /// subscribe aimed at a point in the vblank grid), not by sleeps alone.
 extension VsyncdTests {
-    @Suite("Tick correctness (issue 19)", .serialized) struct TickCorrectness {
+    @Suite("Tick correctness", .serialized) struct TickCorrectness {
         static let hertz = 60.0
         static var periodNs: Double { 1e9 / hertz }
 

@@ -10,7 +10,7 @@ extension ScriptedVBlankSource: CardLifecycle {
     func setComingUp(_ on: Bool) { state.withLock { $0.comingUp = on } }
 }
 
-/// Several displays on several cards, as vsyncd meets them (issue 20): display info that stays
+/// Several displays on several cards, as vsyncd meets them: display info that stays
 /// true for displays nobody follows, selectors that are never ambiguous, cards that come back,
 /// `primary` as CADisplayLink's main screen, and names an app can match. The daemon's own loop
 /// on a scripted source; the VM test bed proves the same on vkms.
@@ -41,7 +41,7 @@ extension VsyncdTests {
             source.push(range.map { .vblank(key, sequence: $0, timestampNs: start + UInt64(Double($0 - range.lowerBound) * period)) })
         }
 
-        /// Issue 20's first problem: card0's CRTC went off and card1 moved from 75 to 120 Hz
+        /// Displays changed while unfollowed: card0's CRTC went off and card1 moved from 75 to 120 Hz
         /// while nobody followed them. The list, `primary` and a new subscription's first ticks
         /// must all see that, without a vblank or an event to prompt a re-read.
         @Test(.timeLimit(.minutes(1)))
@@ -146,7 +146,7 @@ extension VsyncdTests {
             #expect(old.waitForClose())
         }
 
-        /// Issue 20's third problem: a card disabled and enabled again. Its followers wait (a
+        /// A card that comes back: a card disabled and enabled again. Its followers wait (a
         /// waiting SUBSCRIBED after `removed`) and resume when it is back; another card's client
         /// sees nothing; a protocol 2 follower ends as before.
         @Test(.timeLimit(.minutes(1)))
@@ -264,7 +264,7 @@ extension VsyncdTests {
             #expect(waits.isWaiting, "a monitor not plugged in yet is waited for")
         }
 
-        /// Issue 20's fourth problem: a card whose node appeared before it can be opened. The
+        /// A card not ready yet: a card whose node appeared before it can be opened. The
         /// source says it is coming up; the server re-reads the cards until it is there, with no
         /// uevent and no client waiting to prompt it.
         @Test(.timeLimit(.minutes(1)))
@@ -285,7 +285,7 @@ extension VsyncdTests {
     }
 }
 
-/// A card node that exists before its device can be opened (issue 20: vkms's configfs cards,
+/// A card node that exists before its device can be opened (vkms's configfs cards,
 /// hotplugged GPUs) is retried, not called gone.
 @Suite("Cards coming up")
 struct ComingUpCardTests {

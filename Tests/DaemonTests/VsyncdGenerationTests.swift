@@ -6,7 +6,7 @@ import VsyncCore
 @testable import VsyncDaemon
 
 extension VsyncdTests {
-    /// Protocol 4's configuration generation (issue 23 item 3): one bump per change of mode,
+    /// Protocol 4's configuration generation: one bump per change of mode,
     /// on/off or model reset, in every tick and record; version 3 clients see none of it.
     @Suite("vsyncd configuration generations (scripted source)") struct Generations {
         typealias Changes = DisplayChanges

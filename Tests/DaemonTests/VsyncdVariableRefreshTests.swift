@@ -7,7 +7,7 @@ import VsyncCore
 @testable import VsyncDaemon
 
 extension VsyncdTests {
-    /// Variable refresh through the server's poll of VRR_ENABLED (issue 23 item 1): read only
+    /// Variable refresh through the server's poll of VRR_ENABLED (the kernel sends no event for it): read only
     /// while someone follows the display, at most once a frame; a toggle is one change.
     @Suite("vsyncd variable refresh (scripted source)") struct VariableRefresh {
         static let key = DisplayChanges.key

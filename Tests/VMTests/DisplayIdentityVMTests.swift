@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// Displays named by the monitor's EDID on a real driver (issue 20 item 4): qemu's virtio-gpu
+/// Displays named by the monitor's EDID on a real driver, not only vkms (which has no EDID): qemu's virtio-gpu
 /// (vm-run.sh --virtio-gpu) is card1 beside vkms's card0. Linux 7.x's virtio-gpu reads the EDID
 /// qemu makes (PNP id RHT, product name "QEMU Monitor", no serial) into the connector's EDID
 /// property, and its vblanks come from the kernel's generic vblank timer. Its CRTC starts off

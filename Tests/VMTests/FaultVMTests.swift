@@ -5,7 +5,7 @@ import VsyncCore
 /// Milliseconds from `start` to `end`, for the printed figures.
 private func ms(_ end: UInt64, _ start: UInt64) -> String { String(format: "%.0f", (Double(end) - Double(start)) / 1e6) }
 
-/// Fault tests on vkms in the VM test bed (issue 4, item 2): what vsyncd's clients see when the
+/// Fault tests on vkms in the VM test bed: what vsyncd's clients see when the
 /// display, the daemon or other clients misbehave. Each test is one guest boot.
 @Suite(.serialized)
 struct FaultVMTests {
@@ -230,9 +230,9 @@ struct FaultVMTests {
         }
     }
 
-    /// Issue 4 asks for vkms unbound through sysfs. On Linux 7.x vkms is a faux device
-    /// (/sys/devices/faux/vkms) whose bus driver suppresses the bind/unbind files, and it is built
-    /// in: there is still no `unbind` to write to and no module to remove. What 7.x has instead
+    /// A driver going away would be tested by unbinding vkms through sysfs. On Linux 7.x vkms
+    /// is a faux device (/sys/devices/faux/vkms) whose bus driver suppresses the bind/unbind
+    /// files, and it is built in: there is still no `unbind` to write to and no module to remove. What 7.x has instead
     /// is vkms's configfs `enabled`: writing 0 removes a device's card, 1 brings it back (a new
     /// card node). This test pins both down: the unbind half fails when unbinding becomes possible
     /// (a real unbind test belongs here then); the configfs half is the card removal the other VM

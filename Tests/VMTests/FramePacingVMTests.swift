@@ -3,7 +3,7 @@ import Testing
 import VsyncCore
 
 /// Frame pacing, predicted ticks while off, and a display lit after vsyncd started, on vkms in the
-/// VM test bed (issue 9). The truth is the kernel's own record of every vblank, taken beside
+/// VM test bed. The truth is the kernel's own record of every vblank, taken beside
 /// vsyncd by Tests/vm-tools/kernel-vblank-recorder.c (drmCrtcQueueSequence), matched by sequence.
 @Suite(.serialized)
 struct FramePacingVMTests {
@@ -152,7 +152,7 @@ struct FramePacingVMTests {
         try Self.checkGenerations(out, "p60", changeBefore: change.before.sequence)
     }
 
-    /// Protocol 4 (issue 23 item 3): across the mode set, the generation bumps exactly once per
+    /// Protocol 4's configuration generation: across the mode set, the generation bumps exactly once per
     /// change the display events announce (off, on with the new mode, or the mode alone): ticks
     /// before it share one, the events' generations follow it one by one, and every later tick
     /// has one of those, ending at the last.

@@ -1,14 +1,14 @@
 import Foundation
 import Testing
 
-/// Issue 19, bug 3, on vkms: a compositor's mode set while vsyncd ticks. A DRM master
+/// On vkms: a compositor's mode set while vsyncd ticks. A DRM master
 /// (Tests/vm-tools/fenced-modeset.c) commits each new mode nonblocking, held on a fence as a
 /// compositor's commit waits for its GPU: the new mode is readable at once, and vsyncd's
 /// once-a-second re-read finds it. The fence signals the moment a client prints vsyncd's
 /// `modeChanged` (1.5 s at the latest): the CRTC is then turned off for the mode set and the
 /// kernel flushes vsyncd's pending vblank requests with the old mode's last count and time,
 /// usually before the old mode's next vblank. Every vblank must be ticked once, with the
-/// kernel's time. (The daemon before issue 19 ticked the flushed vblank again.)
+/// kernel's time. (A daemon that trusted the flushed event ticked that vblank again.)
 @Suite(.serialized)
 struct ModeSetFlushVMTests {
     @Test func aVBlankFlushedByACompositorsModeSetIsTickedOnce() async throws {

@@ -110,7 +110,7 @@ struct ProbeListing: Decodable {
     }
     struct Connector: Decodable {
         var id: UInt32; var name: String; var status: String; var crtcId: UInt32?
-        /// vrr_capable (protocol 5's issue 23 item 1): vkms has no such property.
+        /// vrr_capable (read since protocol 5): vkms has no such property.
         var variableRefreshCapable: Bool?
     }
     struct CRTC: Decodable {

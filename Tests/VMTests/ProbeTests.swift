@@ -5,7 +5,7 @@ import VsyncCore
 /// vsync-probe and vkms-modeset against vkms in the VM test bed. Each test is one guest boot.
 @Suite(.serialized)
 struct ProbeTests {
-    /// The bound the issue sets for measured against exact refresh.
+    /// The bound set for measured against exact refresh.
     static let tolerancePPM = 5.0
 
     @Test func measuresTheDefaultModeWithin5ppm() async throws {

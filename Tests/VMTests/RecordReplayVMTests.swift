@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import VsyncCore
 
-/// Issue 23 item 4: `vsync-probe record` in the VM test bed while vsyncd serves a live client,
+/// A recording replays to the live ticks: `vsync-probe record` in the VM test bed while vsyncd serves a live client,
 /// then the recording replayed through vsyncd on the host: the replayed ticks are the live ones
 /// (same sequences, same timestamps after the replay's one constant move, and skipped counts
 /// that account for exactly the frames between, whatever the live client coalesced).

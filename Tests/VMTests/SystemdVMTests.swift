@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// The vsyncd Debian package under real systemd as PID 1, on vkms in the VM test bed, with the
-/// Swift toolchain hidden (issue 10, item 4): dpkg's maintainer scripts start the socket, the
+/// Swift toolchain hidden, as a user installs it: dpkg's maintainer scripts start the socket, the
 /// first client starts the daemon as a dynamic user in group video that reaches /dev/dri/card0
 /// through DeviceAllow, ticks flow for a minute through a mode change with the system-call
 /// filter killing nothing, the watchdog fed and the unit's real-time policy in force, the daemon

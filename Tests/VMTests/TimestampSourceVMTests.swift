@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// Issue 23 item 2 in the VM test bed: `vsync-probe measure` tells interrupt-time stamps from
+/// In the VM test bed, `vsync-probe measure` tells interrupt-time stamps from
 /// scanout ones. Booted with `drm.timestamp_precision_usec=0` the kernel stamps vkms's vblanks
 /// at interrupt time: late by the guest's timer latency, 40–60 µs RMS on an idle host and up
 /// to ~1 ms on a busy one, not always with a late tail (`RefreshModel.interruptOnlySpreadNs`).
@@ -40,7 +40,7 @@ struct TimestampSourceVMTests {
             #expect(q.timestampSource == "interrupt", "\(q)")
             // No interrupt verdict comes below 10 µs RMS; vkms's exact stamps have 0.
             #expect(q.residualUs.rms >= 10, "\(q)")
-            // The issue's targets are 20 ppm over 240 frames and 5 over 600 (measured here:
+            // The targets set for it are 20 ppm over 240 frames and 5 over 600 (measured here:
             // 3-9 and 3.5-4.4 on a loaded host); a test on a shared 2-core machine holds twice them.
             // No fit can know the rate better than the stamps' lateness over the run's span: when
             // the host's load moves the guest's latency floor mid-run (one CI run: p99 171 µs,
@@ -58,7 +58,7 @@ struct TimestampSourceVMTests {
             #expect(q.timestampSource == "scanout", "\(q)")
             // vkms stamps the exact grid (to the ns): nothing changes on it.
             #expect(q.residualUs.p99 < 1 && abs(q.ppm) < 0.01, "\(q)")
-            // Issue 23 item 5: the grid on CLOCK_REALTIME. The guest runs no NTP, so its wall
+            // The grid on CLOCK_REALTIME. The guest runs no NTP, so its wall
             // clock keeps CLOCK_MONOTONIC's rate and the drift is the rate's own error; the
             // vblank's wall time is in this century.
             let realtime = try #require(q.realtime, "measure --json printed no realtime")

@@ -88,7 +88,7 @@ struct ClientWindowReport {
 }
 
 enum TickCheck {
-    /// Bounds from issue 3: timestamps equal the kernel's (on its progression within 1 µs),
+    /// The bounds vsyncd promises clients: timestamps equal the kernel's (on its progression within 1 µs),
     /// targetTimestamp within 50 µs of the real next vblank at the client's rate.
     static let progressionToleranceNs = 1_000.0
     static let targetToleranceNs = 50_000.0

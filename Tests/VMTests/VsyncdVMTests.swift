@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import VsyncCore
 
-/// vsyncd on vkms in the VM test bed (issue 3, "Tests", third bullet): three `vsync-probe follow`
+/// vsyncd on vkms in the VM test bed: three `vsync-probe follow`
 /// clients at the full rate, half and a third, checked against the kernel's vblank timeline.
 /// Each test is one guest boot.
 @Suite(.serialized)
@@ -95,7 +95,7 @@ struct VsyncdVMTests {
     }
 }
 
-/// The checks shared by the mode-change tests (issue 3 and issue 4): the kernel's timeline splits
+/// The checks shared by the mode-change tests (plain and under faults): the kernel's timeline splits
 /// into one segment per mode, and in each one every client ticks right from 3 frames after the
 /// first vblank at the new rate.
 enum ModeChangeCheck {

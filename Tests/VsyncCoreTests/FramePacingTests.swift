@@ -162,7 +162,7 @@ struct FramePacingTests {
         #expect(second - first >= 28 && sim.wakes.count - second >= 28)
     }
 
-    /// Issue 19, bug 1: a tick on a vblank (no work duration) hands out the frame it targets;
+    /// A frame handed out twice, as a client found: a tick on a vblank (no work duration) hands out the frame it targets;
     /// a work duration set just after aims past it, and the vblank path skips a frame a wake-up
     /// with a long work duration already handed out.
     @Test func framesHandedOutOnVBlanksAreNotHandedOutAgainByWakeUps() {

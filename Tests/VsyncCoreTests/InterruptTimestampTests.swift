@@ -3,7 +3,7 @@ import ProcessTools
 import Testing
 @testable import VsyncCore
 
-/// Timestamps taken at interrupt time (issue 23): each vblank's stamp is late by the interrupt
+/// Timestamps taken at interrupt time (no scanout timestamps, or `drm.timestamp_precision_usec=0`): each vblank's stamp is late by the interrupt
 /// latency, one-sided. The lower envelope finds the grid through the soonest ones.
 @Suite("Refresh model on interrupt-time timestamps")
 struct InterruptTimestampTests {
@@ -57,7 +57,7 @@ struct InterruptTimestampTests {
     /// Exponential latency (median 1 ms): the lower envelope's error falls as 1/N², least
     /// squares' as 1/N^1.5 (its standard error over 240 frames at 60 Hz is ~80 ppm). Over 160
     /// seeded streams at 60 and 72 Hz, with and without a latency floor, the RMS error is held
-    /// to the issue's targets (here 14.9 ppm over 240, 1.8 ppm over 600), the worst to
+    /// to the targets set for it (here 14.9 ppm over 240, 1.8 ppm over 600), the worst to
     /// 5 times them (93 and 6.9 ppm here: a stream whose soonest stamps all came late).
     @Test("whole-run fit, exponential latency: RMS within 20 ppm over 240 frames, 5 ppm over 600",
           arguments: [(240, 20.0), (600, 5.0)])

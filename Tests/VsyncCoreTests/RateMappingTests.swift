@@ -25,8 +25,8 @@ struct RateMappingTests {
                 "\(row.refresh) Hz, \(range): want d = \(row.d)")
     }
 
-    @Test("seed 003 at 60 Hz: 26…35 → 30, above 60 → 60, 0 → 60; delivered rates are 60/d")
-    func seed003() {
+    @Test("CADisplayLink's rule at 60 Hz: 26…35 → 30, above 60 → 60, 0 → 60; delivered rates are 60/d")
+    func cadisplayLinkRatesAt60Hz() {
         for fps in 26...35 { #expect(RateMapping.divisor(preferredFramesPerSecond: fps, refreshHz: 60) == 2, "fps \(fps)") }
         for fps in [61, 90, 120, 1000] { #expect(RateMapping.divisor(preferredFramesPerSecond: fps, refreshHz: 60) == 1) }
         #expect(RateMapping.divisor(preferredFramesPerSecond: 0, refreshHz: 60) == 1)

@@ -1,7 +1,7 @@
 import Testing
 @testable import VsyncCore
 
-/// The vblank grid on CLOCK_REALTIME (issue 23 item 5): `vsync-probe measure`'s `realtime`.
+/// The vblank grid on CLOCK_REALTIME, for displays on machines whose wall clocks agree: `vsync-probe measure`'s `realtime`.
 @Suite("Realtime phase")
 struct RealtimePhaseTests {
     static let period = 1e9 / 59.94

@@ -297,7 +297,7 @@ struct RefreshModelTests {
         #expect(model.missedVblanks == 0 && model.outlierCount == 0)
     }
 
-    /// Issue 19, bug 3: a mode set makes the kernel flush the old mode's last event after the
+    /// A compositor's mode set makes the kernel flush the old mode's last event after the
     /// new mode is readable, so the daemon resets the model first and then reads that vblank
     /// again. Its timestamp names it: it must not count twice or seed the new mode's model.
     @Test("a vblank flushed after a reset is a duplicate; a restarted count with newer times is not")

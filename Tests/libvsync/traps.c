@@ -1,5 +1,5 @@
 /*
- * traps: the C API's former traps (issue 21), each driven through the ABI for
+ * traps: the C API's former traps, each driven through the ABI for
  * Tests/DaemonTests/LibvsyncTrapTests.swift, which checks the lines it prints.
  *
  *   traps errno SOCKET          calls fail with negative errno values that strerror(-rc) names

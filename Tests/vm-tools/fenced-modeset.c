@@ -1,5 +1,6 @@
 /*
- * fenced-modeset: a compositor's mode set, as weston makes it, for the VM tests (issue 19, bug 3).
+ * fenced-modeset: a compositor's mode set, as weston makes it, for the VM tests: the
+ * kernel flushes the old mode's pending vblank events after the new mode is readable.
  *
  *   fenced-modeset [--device /dev/dri/card0] [--fence-ms MS] [--hold-ms MS] [--signal-on FILE:TEXT] HZ...
  *

@@ -1,4 +1,4 @@
-/// Wake scheduling for a subscription with a work duration W (issue 9, docs/PROTOCOL.md § 7):
+/// Wake scheduling for a subscription with a work duration W (docs/PROTOCOL.md § 7):
 /// its frames are for vblanks s on multiples of its divisor d, and it is woken at P(s) − W,
 /// where P is the refresh model's prediction. Pure: the daemon feeds it the model and the clock.
 public enum FramePacing {

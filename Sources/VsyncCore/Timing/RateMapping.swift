@@ -3,7 +3,7 @@
 /// A client at divisor d gets refresh/d ticks per second, on the vblanks whose sequence is a
 /// multiple of d (`isTickDue`), so clients at the same rate tick on the same vblank.
 ///
-/// Rules, in order (seed 003, CADisplayLink's `preferredFrameRateRange`, Android's divisors):
+/// Rules, in order (CADisplayLink's `preferredFrameRateRange` semantics, Android's divisors):
 /// 1. The candidates are refresh/d for d = 1, 2, … while refresh/d ≥ 1 Hz
 ///    (at 60 Hz: 60, 30, 20, 15, 12, 10, …, 1).
 /// 2. A rate within 0.0009 relative of a candidate counts as that candidate exactly

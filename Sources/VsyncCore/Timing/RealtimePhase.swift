@@ -1,6 +1,6 @@
 // ClockPair is in ClockPair.swift (the protocol carries it too, so libvsync compiles it).
 
-/// A fitted vblank grid on CLOCK_REALTIME's time line (issue 23 item 5): what displays on
+/// A fitted vblank grid on CLOCK_REALTIME's time line: what displays on
 /// several machines whose wall clocks agree (PTP) need to align their content.
 ///
 /// The phase is given as the wall-clock time of one vblank on the grid, not as a remainder

@@ -79,7 +79,7 @@ public struct RefreshModel: Sendable {
     /// from a scanout-position query it retries until the query took under
     /// `drm.timestamp_precision_usec` (20 µs by default), so its error is bounded by that.
     /// Interrupt stamps in the test bed with high-resolution timers spread 40–60 µs RMS on an
-    /// idle host, not always with a late tail (issue 23: classified either way before this).
+    /// idle host, not always with a late tail: a spread this wide says interrupt by itself.
     public static let interruptOnlySpreadNs = 25_000.0
 
     /// The window's capacity in samples.
