@@ -10,8 +10,8 @@ struct RecordCommand: ParsableCommand {
         commandName: "record",
         abstract: "Record every vblank, mode and on/off of the displays as a trace vsyncd can replay.",
         discussion: """
-            The trace is text, one line per event, in the format described in the README \
-            ("Record and replay"). Replay it with `vsyncd --source replay:FILE`. Mode changes \
+            The trace is text, one line per event, in the format described in vsync-probe(1) \
+            (TRACE FORMAT). Replay it with `vsyncd --source replay:FILE`. Mode changes \
             and CRTCs going on or off are noticed within half a second.
             """
     )
