@@ -77,6 +77,8 @@ struct ClientWindowReport {
     var targetErrorsUs: [Double] = []
     var latenciesUs: [Double] = []
     var failures: [String] = []
+    /// The first tick that carried the next mode's duration before that mode's first vblank.
+    var nextModeFromSequence: UInt64?
 
     var summary: String {
         let target = Percentiles(targetErrorsUs)
@@ -84,6 +86,7 @@ struct ClientWindowReport {
         return "\(name): divisor \(divisor), \(ticks) ticks, skipped \(skipped), delivered \(String(format: "%.3f", deliveredHz)) Hz"
             + ", targetTimestamp error µs p50/p99/max \(target.map { "\(us($0.p50))/\(us($0.p99))/\(us($0.max))" } ?? "-") (n=\(targetErrorsUs.count))"
             + ", latency µs p50/p99/max \(latency.map { "\(us($0.p50))/\(us($0.p99))/\(us($0.max))" } ?? "-")"
+            + (nextModeFromSequence.map { ", the next mode's duration from seq \($0)" } ?? "")
     }
 }
 
@@ -102,10 +105,13 @@ enum TickCheck {
 
     /// Checks `ticks` whose timestamps fall in `from...to` against `segment` (the mode in force)
     /// for a client at `divisor`: sequences, gaps (each accounted for by `skipped`), timestamps,
-    /// duration, targetTimestamp, flags and rate.
+    /// duration, targetTimestamp, flags and rate. `nextPeriodNs`: the period of the mode set next,
+    /// which the kernel reports from the moment the commit swaps its state in, before the old
+    /// mode's last vblank (under TCG, up to half a second before): from the first tick that
+    /// carries it, vsyncd read the new mode, and the old one coming back would be the failure.
     static func check(
         _ name: String, _ ticks: [FollowTick], divisor: UInt64, segment: VBlankSegment, truth: VBlankTruth,
-        from: UInt64, to: UInt64, minimumTicks: Int = 10
+        from: UInt64, to: UInt64, minimumTicks: Int = 10, nextPeriodNs: Double? = nil, nextDivisor: UInt64? = nil
     ) -> ClientWindowReport {
         var report = ClientWindowReport(name: name, divisor: divisor)
         let window = ticks.filter { $0.timestampNs >= from && $0.timestampNs <= to }
@@ -115,14 +121,23 @@ enum TickCheck {
             fail("only \(window.count) ticks in the window (want \(minimumTicks))")
             return report
         }
-        let period = segment.periodNs
+        var period = segment.periodNs
+        var divisor = divisor
         var previous: FollowTick?
         for tick in window {
+            // The new mode's first tick comes at its own divisor, whatever the gap since the old one.
+            var switched = false
+            if let next = nextPeriodNs, period != next, abs(Double(tick.durationNs) - next) <= durationToleranceNs {
+                report.nextModeFromSequence = tick.seq
+                period = next
+                divisor = nextDivisor ?? divisor
+                switched = true
+            }
             if tick.seq % divisor != 0 { fail("seq \(tick.seq) is not a multiple of divisor \(divisor)") }
             if let p = previous {
                 if tick.seq <= p.seq {
                     fail("seq \(tick.seq) after \(p.seq): not increasing (duplicate or stale tick)")
-                } else if tick.seq - p.seq != divisor * UInt64(1 + tick.skipped) {
+                } else if !switched, tick.seq - p.seq != divisor * UInt64(1 + tick.skipped) {
                     fail("seq \(p.seq) → \(tick.seq) with skipped \(tick.skipped) at divisor \(divisor): unaccounted gap")
                 }
                 report.skipped += tick.skipped

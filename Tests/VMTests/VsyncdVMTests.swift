@@ -133,7 +133,9 @@ enum ModeChangeCheck {
                 let divisor = UInt64(RateMapping.divisor(preferredFramesPerSecond: client.fps, refreshHz: hz))
                 let check = TickCheck.check(
                     client.name, ticks, divisor: divisor, segment: segment, truth: truth, from: settle, to: windowEnd,
-                    minimumTicks: 5)
+                    minimumTicks: 5, nextPeriodNs: index + 1 < segments.count ? segments[index + 1].periodNs : nil,
+                    nextDivisor: index + 1 < expectedHz.count
+                        ? UInt64(RateMapping.divisor(preferredFramesPerSecond: client.fps, refreshHz: expectedHz[index + 1])) : nil)
                 print("  " + check.summary)
                 report.failures += check.failures.map { "mode \(index) (\(String(format: "%.3f", hz)) Hz): \($0)" }
                 if index > 0 {
