@@ -36,7 +36,6 @@ let package = Package(
         .library(name: "vsync", type: .dynamic, targets: ["LibVsync"]),
         .executable(name: "vsyncd", targets: ["vsyncd"]),
         .executable(name: "vsync-probe", targets: ["vsync-probe"]),
-        .executable(name: "vkms-modeset", targets: ["vkms-modeset"]),
         .executable(name: "vsync-bench", targets: ["vsync-bench"]),
         .executable(name: "vsync-bench-client", targets: ["vsync-bench-client"]),
         .executable(name: "vsync-soak", targets: ["vsync-soak"]),
@@ -118,10 +117,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // Test helper: sets custom modes and turns CRTCs off on vkms inside the VM test bed.
+        // Test bed helper: sets custom modes and turns CRTCs off on vkms inside the VM. Not a
+        // product; `swift build` still builds it, and the VM tests run it from .build/debug.
         .executableTarget(
             name: "vkms-modeset",
-            dependencies: ["VsyncDRM", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["VsyncDRM", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Tests/TestBed/vkms-modeset"
         ),
         // Benchmark: runs vsyncd and N vsync-bench-client processes against the C floor
         // in Benchmarks/reference/fanout.c. See docs/PERFORMANCE.md.

@@ -6,7 +6,7 @@
 #   Benchmarks/vblank-loss.sh [--seconds S] [--load N] [--rounds R] [--hz HZ] BIN_DIR [BIN_DIR...]
 #
 # Each round boots the VM once per BIN_DIR (alternating, so both see the same host load), runs
-# that directory's vsyncd with one full-rate raw client (Scripts/guest-vsyncd-client.py) beside
+# that directory's vsyncd with one full-rate raw client (Tests/TestBed/guest-vsyncd-client.py) beside
 # the recorder, with N busy loops competing for the guest's 2 CPUs, for S seconds, and prints
 # one line per run: the kernel's vblanks while the client ticked, the ones no tick named (lost),
 # and the sum of the ticks' `skipped` (which must count every lost one).
@@ -31,7 +31,7 @@ mkdir -p .build/vm-tools
 cc -O2 -Wall -Werror -I/usr/include/libdrm Tests/vm-tools/kernel-vblank-recorder.c -ldrm -o .build/vm-tools/kernel-vblank-recorder
 tools=$(cd .build/debug && pwd)  # vkms-modeset, from the debug build
 
-guest='. Scripts/guest-vsyncd-lib.sh
+guest='. Tests/TestBed/guest-vsyncd-lib.sh
 hold '"$hz"' >/dev/null
 .build/vm-tools/kernel-vblank-recorder >/tmp/c.kvr.out 2>/tmp/c.kvr.err & PID_kvr=$!; CLIENTS="kvr"
 vsyncd_start
@@ -44,7 +44,7 @@ stop full TERM; stop kvr TERM; vsyncd_stop; release; dump'
 
 for round in $(seq 1 "$rounds"); do
   for dir in "${dirs[@]}"; do
-    out=$(Scripts/vm-run.sh --timeout $((seconds + 120)) --env VSYNC_BIN="$dir" --env VSYNC_TOOLS="$tools" -- sh -c "$guest" 2>/dev/null)
+    out=$(Tests/TestBed/vm-run.sh --timeout $((seconds + 120)) --env VSYNC_BIN="$dir" --env VSYNC_TOOLS="$tools" -- sh -c "$guest" 2>/dev/null)
     printf '%s\n' "$out" | python3 -c '
 import json, sys
 kernel, ticks = {}, []

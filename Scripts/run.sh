@@ -34,4 +34,4 @@ if [ $force_vm -eq 0 ] && "$bin/vsync-probe" list >/dev/null 2>&1 \
 fi
 log "no active display with vblank here: running inside the vkms VM test bed"
 timeout=$(( seconds == 0 ? 86400 : seconds + 120 ))
-exec "$here/vm-run.sh" --timeout "$timeout" -- "$here/demo.sh" "$bin" "$seconds"
+exec "$here/../Tests/TestBed/vm-run.sh" --timeout "$timeout" -- "$here/demo.sh" "$bin" "$seconds"

@@ -19,7 +19,7 @@ ensure_packages pkg-config libdrm-dev libdrm-tests qemu-system-x86 systemd g++ b
 command -v swift >/dev/null || die "swift not found: install Swift 6.1 or newer (https://swift.org/install) and put it on PATH"
 
 log "kernel for the VM test bed (Debian's newest linux-source-7.x, fetched with a private apt state)"
-kernel=$("$here/build-kernel.sh")
+kernel=$("$here/../Tests/TestBed/build-kernel.sh")
 log "kernel: $kernel"
 
 log "building"

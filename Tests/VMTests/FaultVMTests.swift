@@ -236,7 +236,7 @@ struct FaultVMTests {
     /// is vkms's configfs `enabled`: writing 0 removes a device's card, 1 brings it back (a new
     /// card node). This test pins both down: the unbind half fails when unbinding becomes possible
     /// (a real unbind test belongs here then); the configfs half is the card removal the other VM
-    /// tests build on (Scripts/vkms-layout.sh disable/enable).
+    /// tests build on (Tests/TestBed/vkms-layout.sh disable/enable).
     @Test func vkmsCannotBeUnboundButACardGoesAndComesBackThroughConfigfs() async throws {
         var script = try VsyncdGuestScript()
         script.shell("echo \"@@device $(readlink -f /sys/class/drm/card0/device)\"")

@@ -4,7 +4,7 @@ import VsyncCore
 
 /// Hotplug for real: a connector unplugged and plugged again, with and
 /// without a DRM master on its card, and a whole vkms device disabled and enabled again, on the
-/// test bed's 7.x kernel (vkms configfs, Scripts/vkms-layout.sh). vsyncd must follow what is true:
+/// test bed's 7.x kernel (vkms configfs, Tests/TestBed/vkms-layout.sh). vsyncd must follow what is true:
 /// ticks while the CRTC runs, off or removed when it stops, back when it returns; a follower of
 /// the connector waits and resumes; a client on another card sees nothing. Driven by uevents.
 @Suite(.serialized)
@@ -228,7 +228,7 @@ struct HotplugVMTests {
         script.layout("mode dock.1 120")
         script.shell("sleep 1; mark changed")
         script.shell("follow card --display @faux-dock --frames 30")
-        script.shell("CRTC=$(Scripts/vkms-layout.sh show | awk '$1 == \"dock.1\" { print $4 }'); follow crtc --display \"crtc:$CRTC@card1\" --frames 30")
+        script.shell("CRTC=$(Tests/TestBed/vkms-layout.sh show | awk '$1 == \"dock.1\" { print $4 }'); follow crtc --display \"crtc:$CRTC@card1\" --frames 30")
         script.shell("wait $PID_card; echo \"@@card.status $?\"; wait $PID_crtc; echo \"@@crtc.status $?\"; vsyncd_stop; dump")
         let out = try await script.run(timeout: 300)
         #expect(out.result.status == 0 && out.errors.isEmpty && out.status("vsyncd") == 0, "\(out)")

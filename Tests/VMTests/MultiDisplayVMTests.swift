@@ -3,7 +3,7 @@ import Testing
 import VsyncCore
 
 /// Several displays at once, each exact: three displays on two cards (vkms's default
-/// card0 and a configfs device built by Scripts/vkms-layout.sh), at three different exact rates
+/// card0 and a configfs device built by Tests/TestBed/vkms-layout.sh), at three different exact rates
 /// the test chooses (VSYNCD_TEST_RATES overrides them: nothing here depends on the values). The
 /// truth is the kernel's own record of each CRTC (kernel-vblank-recorder --watch), matched by
 /// card, CRTC and sequence. Needs Linux 6.19+ (vkms configfs): the test bed's 7.x kernel.

@@ -7,7 +7,7 @@ import Testing
 /// through DeviceAllow, ticks flow for a minute through a mode change with the system-call
 /// filter killing nothing, the watchdog fed and the unit's real-time policy in force, the daemon
 /// stops cleanly, and denied the device it fails with its one line in the journal.
-/// Scripts/guest-systemd-check.sh does the steps.
+/// Tests/TestBed/guest-systemd-check.sh does the steps.
 @Suite(.serialized)
 struct SystemdVMTests {
     static let checks = [
@@ -26,7 +26,7 @@ struct SystemdVMTests {
             try #require(found, "no \(package) .deb in \(debs): run Scripts/package.sh first")
         }
         let modeset = try GuestVM.productPath("vkms-modeset")
-        let script = GuestVM.repositoryRoot.appendingPathComponent("Scripts/guest-systemd-check.sh").path
+        let script = GuestVM.repositoryRoot.appendingPathComponent("Tests/TestBed/guest-systemd-check.sh").path
         let result = try await GuestVM.run(
             [script], timeout: 420,
             env: ["VSYNC_DEB_DIR": debs, "VSYNC_HIDE": try Self.toolchainRoot(),

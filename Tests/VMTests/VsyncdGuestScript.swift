@@ -2,7 +2,7 @@ import Foundation
 import VsyncCore
 
 /// One guest shell script running vsyncd and its clients (one VM boot per test), built on the
-/// functions of Scripts/guest-vsyncd-lib.sh, and what it printed.
+/// functions of Tests/TestBed/guest-vsyncd-lib.sh, and what it printed.
 struct VsyncdGuestScript {
     let bin: String
     /// Where the test helpers are (vkms-modeset): the debug build, which has them.
@@ -11,7 +11,7 @@ struct VsyncdGuestScript {
     /// rate. Every time a test reads is on that clock; a guest whose TSC calibration failed on a
     /// busy host runs on another, and a failure's figures are read with that in mind.
     private(set) var lines: [String] = [
-        "set -u", ". Scripts/guest-vsyncd-lib.sh",
+        "set -u", ". Tests/TestBed/guest-vsyncd-lib.sh",
         #"echo "@@clock source $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"; dmesg | grep -E 'tsc: |Switched to clocksource' | sed 's/^/@@clock /'"#,
     ]
     /// Boot with qemu's virtio-gpu as card1 (vm-run.sh --virtio-gpu): a real driver with an EDID.
@@ -69,7 +69,7 @@ struct FollowSummary: Decodable {
     var achievedHz: Double
 }
 
-/// One line of Scripts/guest-vsyncd-client.py.
+/// One line of Tests/TestBed/guest-vsyncd-client.py.
 struct RawMessage: Decodable {
     var type: String
     var kind: String?

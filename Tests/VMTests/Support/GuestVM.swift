@@ -3,7 +3,7 @@ import Foundation
 import Glibc
 #endif
 
-/// Runs commands inside the VM test bed (Scripts/vm-run.sh): a qemu guest with vkms, whose root
+/// Runs commands inside the VM test bed (Tests/TestBed/vm-run.sh): a qemu guest with vkms, whose root
 /// is the host's root, so host-built products run there as they are.
 ///
 ///     let probe = try GuestVM.productPath("vsync-probe")
@@ -17,7 +17,7 @@ enum GuestVM {
         .deletingLastPathComponent()  // Tests
         .deletingLastPathComponent()
 
-    static var script: URL { repositoryRoot.appendingPathComponent("Scripts/vm-run.sh") }
+    static var script: URL { repositoryRoot.appendingPathComponent("Tests/TestBed/vm-run.sh") }
 
     /// One VM at a time, process-wide: Swift Testing runs tests in parallel, and two TCG guests on
     /// two cores would starve each other (and the timing they measure).

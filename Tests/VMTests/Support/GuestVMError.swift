@@ -1,6 +1,6 @@
 /// Why the VM test bed could not run a command (as opposed to the command failing in the guest).
 enum GuestVMError: Error, CustomStringConvertible {
-    /// Scripts/vm-run.sh is not where #filePath says the repository is.
+    /// Tests/TestBed/vm-run.sh is not where #filePath says the repository is.
     case scriptMissing(path: String)
     /// vm-run.sh could not be started at all.
     case launchFailed(path: String, reason: String)
@@ -19,7 +19,7 @@ enum GuestVMError: Error, CustomStringConvertible {
         case .launchFailed(let path, let reason):
             "cannot start \(path): \(reason)"
         case .testBedFailed(let summary, let detail):
-            "\(summary) (the VM test bed needs qemu-system-x86 and the kernel from Scripts/build-kernel.sh)\n\(detail)"
+            "\(summary) (the VM test bed needs qemu-system-x86 and the kernel from Tests/TestBed/build-kernel.sh)\n\(detail)"
         case .productMissing(let name, let path):
             "product '\(name)' not found at \(path): build it first with `swift build --scratch-path <same path as the tests>`"
         case .releaseProductMissing(let name, let path, let reason):

@@ -101,12 +101,12 @@ extension VsyncdGuestScript {
 
 extension VsyncdGuestScript {
     /// Starts the kernel recorder as client NAME on every display of the vkms layout
-    /// (Scripts/vkms-layout.sh show), or on `only` those displays (e.g. ["vkms.1"]: not on a card
+    /// (Tests/TestBed/vkms-layout.sh show), or on `only` those displays (e.g. ["vkms.1"]: not on a card
     /// the test removes): read it with `KernelRecord.byCRTC(out.all(NAME))`.
     mutating func recordKernelOnLayout(_ name: String, only: [String]? = nil) throws {
         shell("KVR='\(try KernelRecord.recorderPath())'")
         let pick = only.map { " && index(\"\($0.map { " \($0) " }.joined())\", \" \" $1 \" \")" } ?? ""
-        shell(#"set -- $(Scripts/vkms-layout.sh show | awk '$4 != "-"\#(pick) { printf "--watch %s:%s ", $2, $4 }')"#)
+        shell(#"set -- $(Tests/TestBed/vkms-layout.sh show | awk '$4 != "-"\#(pick) { printf "--watch %s:%s ", $2, $4 }')"#)
         shell(#""$KVR" "$@" >/tmp/c.\#(name).out 2>/tmp/c.\#(name).err & PID_\#(name)=$!; CLIENTS="${CLIENTS:-} \#(name)"; set --"#)
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
 
-/// A display layout built in the guest by Scripts/vkms-layout.sh, as `vkms-layout.sh show`
+/// A display layout built in the guest by Tests/TestBed/vkms-layout.sh, as `vkms-layout.sh show`
 /// printed it (one `@@layout` line per display: DISPLAY CARD CONNECTOR CRTC STEP).
 struct VkmsLayout {
     struct Display {
@@ -37,15 +37,15 @@ extension VsyncdGuestScript {
     /// `vkms-layout.sh up LAYOUT`, then its `show` lines tagged `layout`; shell variables
     /// CONN_<device>_<n> hold each display's connector name (e.g. CONN_dock_2).
     mutating func layoutUp(_ layout: String) {
-        shell("Scripts/vkms-layout.sh up \(layout) >/tmp/layout.out 2>&1 || echo \"@@error vkms-layout up: $(tail -n1 /tmp/layout.out)\"")
+        shell("Tests/TestBed/vkms-layout.sh up \(layout) >/tmp/layout.out 2>&1 || echo \"@@error vkms-layout up: $(tail -n1 /tmp/layout.out)\"")
         shell("sed 's/^/@@layout.log /' /tmp/layout.out")
-        shell("Scripts/vkms-layout.sh show | sed 's/^/@@layout /'")
-        shell(#"eval "$(Scripts/vkms-layout.sh show | awk '{ split($1, d, "."); printf "CONN_%s_%s=%s\n", d[1], d[2], $3 }')""#)
+        shell("Tests/TestBed/vkms-layout.sh show | sed 's/^/@@layout /'")
+        shell(#"eval "$(Tests/TestBed/vkms-layout.sh show | awk '{ split($1, d, "."); printf "CONN_%s_%s=%s\n", d[1], d[2], $3 }')""#)
     }
 
     /// Runs `vkms-layout.sh ARGS` in the foreground, its lines tagged `layout.step` with the time.
     mutating func layout(_ arguments: String) {
-        shell("Scripts/vkms-layout.sh \(arguments) 2>&1 | while read -r line; do echo \"@@layout.step $(mono_ns) $line\"; done")
+        shell("Tests/TestBed/vkms-layout.sh \(arguments) 2>&1 | while read -r line; do echo \"@@layout.step $(mono_ns) $line\"; done")
     }
 }
 

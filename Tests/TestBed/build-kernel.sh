@@ -3,21 +3,21 @@
 #
 # Debian's packaged kernels have no vkms, and bookworm's 6.1 vkms has one CRTC and no configfs.
 # So we build Debian's newest linux-source-7.x (sid, trixie-backports): `make tinyconfig` plus
-# Scripts/kernel.config. The source package comes through a PRIVATE apt state under the cache
+# Tests/TestBed/kernel.config. The source package comes through a PRIVATE apt state under the cache
 # (its own lists, sources and archives): the machine's apt configuration is never changed, and
 # the repository URIs are copied at run time from the machine's own apt sources, so no host is
 # named here. The .deb, its tarball and the built bzImage are cached, the kernel keyed by a hash
 # of the config, the package version and the compiler, so a second run is instant and offline.
 #
-#   Scripts/build-kernel.sh            # prints /var/cache/vsyncd/kernel-<hash>/bzImage
-#   VSYNCD_CACHE=/some/dir Scripts/build-kernel.sh
+#   Tests/TestBed/build-kernel.sh            # prints /var/cache/vsyncd/kernel-<hash>/bzImage
+#   VSYNCD_CACHE=/some/dir Tests/TestBed/build-kernel.sh
 #   VSYNCD_KERNEL_REFRESH=1 ...        # re-read the suites' package lists (a newer 7.x, if any)
 #   VSYNCD_KERNEL_SUITES="sid"         # where to look (default: "sid trixie-backports")
 #   VSYNCD_KERNEL_PACKAGE=linux-source-7.2   # this package instead of the newest linux-source-7.*
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=Scripts/lib.sh
-. "$here/lib.sh"
+. "$here/../../Scripts/lib.sh"
 
 ensure_packages apt gpgv debian-archive-keyring bc flex bison libelf-dev libssl-dev xz-utils make gcc
 cache=${VSYNCD_CACHE:-/var/cache/vsyncd}
@@ -56,7 +56,7 @@ write_sources() {
   uris=$(mirror_uris | tr ' ' '\n' | grep . | awk '!seen[$0]++' | tr '\n' ' ')
   [ -n "$uris" ] || die "no Debian archive URI in /etc/apt/sources.list{,.d}: add the machine's Debian mirror to apt's sources"
   cat > "$apt_dir/sources/vsyncd-kernel.sources" <<EOF
-# Written by Scripts/build-kernel.sh: URIs copied from this machine's apt sources.
+# Written by Tests/TestBed/build-kernel.sh: URIs copied from this machine's apt sources.
 Types: deb
 URIs: $uris
 Suites: ${VSYNCD_KERNEL_SUITES:-sid trixie-backports}
@@ -149,7 +149,7 @@ log "unpacking $tarball"
 tar -xf "$tarball" -C "$work"
 src=$(ls -d "$work"/linux-source-*)
 cd "$src"
-log "configuring $pkg $version (tinyconfig + Scripts/kernel.config)"
+log "configuring $pkg $version (tinyconfig + Tests/TestBed/kernel.config)"
 make -s tinyconfig >/dev/null
 grep -v '^#' "$here/kernel.config" | grep . > .config.extra
 ./scripts/kconfig/merge_config.sh -m .config .config.extra >/dev/null
@@ -159,7 +159,7 @@ missing=0
 while IFS= read -r line; do
   if ! grep -qx "$line" .config; then echo "kernel option not set: $line" >&2; missing=1; fi
 done < .config.extra
-[ $missing -eq 0 ] || die "kernel config incomplete: fix Scripts/kernel.config"
+[ $missing -eq 0 ] || die "kernel config incomplete: fix Tests/TestBed/kernel.config"
 jobs=$(( $(nproc) + 1 ))
 log "building bzImage with -j$jobs (about 10 minutes on 2 cores)"
 started=$SECONDS

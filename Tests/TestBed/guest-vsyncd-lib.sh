@@ -1,7 +1,7 @@
-# Shell functions for running vsyncd and its clients inside the VM test bed (Scripts/vm-run.sh),
+# Shell functions for running vsyncd and its clients inside the VM test bed (Tests/TestBed/vm-run.sh),
 # sourced by the scripts the VM tests build (Tests/VMTests/Vsyncd*.swift, Fault*.swift):
 #
-#   Scripts/vm-run.sh --env VSYNC_BIN=$PWD/.build/debug -- sh -c '. Scripts/guest-vsyncd-lib.sh
+#   Tests/TestBed/vm-run.sh --env VSYNC_BIN=$PWD/.build/debug -- sh -c '. Tests/TestBed/guest-vsyncd-lib.sh
 #     vsyncd_start; follow full --fps 0; follow half --fps 30; sleep 3
 #     stop full; stop half; vsyncd_stop; dump'
 #
@@ -15,7 +15,7 @@
 : "${VSYNC_TOOLS:=$VSYNC_BIN}"
 VSYNCD_SOCK=/tmp/vsyncd.sock
 VSYNCD_LOG=/tmp/vsyncd.log
-GUEST_CLIENT="$(pwd)/Scripts/guest-vsyncd-client.py"
+GUEST_CLIENT="$(pwd)/Tests/TestBed/guest-vsyncd-client.py"
 : >"$VSYNCD_LOG"
 
 # CLOCK_MONOTONIC in ns, the clock of every timestamp in vsyncd's protocol: /proc/timer_list's
@@ -74,7 +74,7 @@ follow() {
   CLIENTS="${CLIENTS:-} $name"
 }
 
-# raw NAME FPS [--never-read]: Scripts/guest-vsyncd-client.py (prints display events too).
+# raw NAME FPS [--never-read]: Tests/TestBed/guest-vsyncd-client.py (prints display events too).
 raw() {
   name=$1; shift
   python3 "$GUEST_CLIENT" "$VSYNCD_SOCK" "$@" >/tmp/c.$name.out 2>/tmp/c.$name.err &

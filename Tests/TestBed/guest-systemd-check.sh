@@ -1,6 +1,6 @@
 #!/bin/bash
 # The vsyncd Debian package under real systemd, inside the VM test bed (run by
-# Tests/VMTests/SystemdVMTests.swift through `Scripts/vm-run.sh --systemd`; PID 1 is systemd).
+# Tests/VMTests/SystemdVMTests.swift through `Tests/TestBed/vm-run.sh --systemd`; PID 1 is systemd).
 #
 # With the Swift toolchain hidden, it installs the packages with dpkg (their maintainer scripts
 # enable and start vsyncd.socket), connects two clients as an unprivileged member of group

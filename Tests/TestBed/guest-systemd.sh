@@ -12,7 +12,7 @@ boot_systemd() {
   mkdir -p "$units"
   cat > "$units/vm-run.service" <<'UNIT'
 [Unit]
-Description=The VM test bed's command (Scripts/vm-run.sh --systemd)
+Description=The VM test bed's command (Tests/TestBed/vm-run.sh --systemd)
 After=sysinit.target systemd-journald.service
 
 [Service]

@@ -6,14 +6,14 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=Scripts/lib.sh
-. "$here/lib.sh"
+. "$here/../../Scripts/lib.sh"
 
 usage() {
   cat <<'EOF'
-usage: Scripts/vm-run.sh [options] -- COMMAND [ARGS...]
+usage: Tests/TestBed/vm-run.sh [options] -- COMMAND [ARGS...]
 
 Boots a qemu (TCG) guest with vkms (/dev/dri/card0, connector Virtual-1, 1024x768@60 lit by
-fbcon; more cards through configfs: Scripts/vkms-layout.sh), runs COMMAND as root in it and exits with COMMAND's exit status. COMMAND's stdout and
+fbcon; more cards through configfs: Tests/TestBed/vkms-layout.sh), runs COMMAND as root in it and exits with COMMAND's exit status. COMMAND's stdout and
 stderr stream live to this script's stdout and stderr; the kernel console goes to a log file.
 
 In the guest: the host's root read-only with a tmpfs overlay (everything writable, nothing
@@ -31,7 +31,7 @@ options:
                     named on failure only)
   --env NAME=VALUE  set a variable in the guest (repeatable)
   --append ARGS     more kernel command line, e.g. vkms.create_default_dev=0 (no default
-                    card0: only the cards Scripts/vkms-layout.sh makes)
+                    card0: only the cards Tests/TestBed/vkms-layout.sh makes)
   --systemd         boot systemd as PID 1 (on the same overlay) and run COMMAND as its unit
                     vm-run.service: for testing units under real systemd
   --host-tsc        give the guest the host's TSC rate (tsc_early_khz), so it has high-resolution
@@ -41,7 +41,7 @@ options:
                     default device stays card0 and virtio-gpu is card1
   -h, --help        show this text
 
-environment: VSYNCD_VM_KERNEL=BZIMAGE boots that kernel instead of Scripts/build-kernel.sh's.
+environment: VSYNCD_VM_KERNEL=BZIMAGE boots that kernel instead of Tests/TestBed/build-kernel.sh's.
 
 exit status: COMMAND's status; 125 if the guest did not come up, COMMAND did not finish in
 time, or the guest died without reporting a status (the console log's tail is printed);
@@ -88,9 +88,9 @@ esac
 if [ -n "${VSYNCD_VM_KERNEL:-}" ]; then
   kernel=$VSYNCD_VM_KERNEL
 else
-  kernel=$("$here/build-kernel.sh") || fail "no kernel: Scripts/build-kernel.sh failed (see above)"
+  kernel=$("$here/build-kernel.sh") || fail "no kernel: Tests/TestBed/build-kernel.sh failed (see above)"
 fi
-[ -s "$kernel" ] || fail "Scripts/build-kernel.sh printed '$kernel', which is not a kernel image"
+[ -s "$kernel" ] || fail "Tests/TestBed/build-kernel.sh printed '$kernel', which is not a kernel image"
 
 # Per-run files under /var/tmp, away from /tmp cleaners; each run has its own directory, so
 # concurrent runs never share a file.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# PID 1 of the VM test bed's guest (started by Scripts/vm-run.sh through the kernel's init=).
+# PID 1 of the VM test bed's guest (started by Tests/TestBed/vm-run.sh through the kernel's init=).
 #
 # The guest's root is the host's root, shared read-only over virtio-9p, so every host tool and
 # every host-built Swift binary runs as it is. This script:
@@ -34,7 +34,7 @@ mount -t overlay overlay -o lowerdir=/,upperdir=/run/ovl/upper,workdir=/run/ovl/
 new=/run/ovl/root
 mount -t proc proc "$new/proc" || fail "cannot mount proc"
 mount -t sysfs sysfs "$new/sys" || fail "cannot mount sysfs"
-# vkms builds extra cards through configfs (Scripts/vkms-layout.sh); a kernel without it skips this.
+# vkms builds extra cards through configfs (Tests/TestBed/vkms-layout.sh); a kernel without it skips this.
 [ -d "$new/sys/kernel/config" ] && mount -t configfs configfs "$new/sys/kernel/config" 2>/dev/null
 mount -t devtmpfs devtmpfs "$new/dev" || fail "cannot mount devtmpfs"
 mkdir -p "$new/dev/pts" "$new/dev/shm"
@@ -62,7 +62,7 @@ cut -d' ' -f1 /proc/uptime > "$new/run/vm-run/up"
 
 # vm-run.sh --systemd: systemd becomes PID 1 on the overlay and runs the command as a unit.
 if grep -qw 'vsyncd.guest=systemd' /proc/cmdline; then
-  # shellcheck source=Scripts/guest-systemd.sh
+  # shellcheck source=Tests/TestBed/guest-systemd.sh
   . "$(dirname "$0")/guest-systemd.sh"
   boot_systemd "$new"   # does not return
 fi

@@ -14,7 +14,7 @@
 //   vkms-modeset: off crtc 38 device /dev/dri/card0
 // The framebuffer belongs to our fd, so the process stays alive while holding; SIGTERM/SIGINT
 // end the hold and exit 0. With --drop-master it gives DRM master back after each step, so that
-// several holders (one per display, as Scripts/vkms-layout.sh runs them) share one card.
+// several holders (one per display, as Tests/TestBed/vkms-layout.sh runs them) share one card.
 import ArgumentParser
 import Foundation
 import Glibc
@@ -111,7 +111,7 @@ struct VkmsModeset: ParsableCommand {
             throw DRMError(kind: .other, errno: ENOENT, device: device, operation: "no connector \(connector ?? "") (there are: \(known))")
         }
         // A dark connector has no CRTC yet: take the one at its own index. vkms's default device
-        // has one of each, and Scripts/vkms-layout.sh links connector i to CRTC i.
+        // has one of each, and Tests/TestBed/vkms-layout.sh links connector i to CRTC i.
         let crtcID = crtc ?? conn.crtcID ?? (index < res.crtcs.count ? res.crtcs[index].id : res.crtcs.first?.id ?? 0)
 
         for step in allSteps {

@@ -12,7 +12,7 @@ set -euo pipefail
 
 usage() {
   cat <<'EOF'
-usage: Scripts/vkms-layout.sh COMMAND [ARGS]      (as root, in the VM test bed's guest)
+usage: Tests/TestBed/vkms-layout.sh COMMAND [ARGS]      (as root, in the VM test bed's guest)
 
   up LAYOUT...        build and light the layout; LAYOUT is DEVICE=STEP[,STEP...] per device,
                       one STEP per display: HZ (e.g. 75 or 59.94: 1024x768 with the whole-kHz
