@@ -34,16 +34,15 @@ let package = Package(
         .library(name: "DisplayLinkShared", type: .dynamic, targets: ["DisplayLink"]),
         // libvsync: the C API (include/vsync/vsync.h) as libvsync.so, needing only libc.
         .library(name: "vsync", type: .dynamic, targets: ["LibVsync"]),
+        // The wire protocol, for Swift code that speaks it on a raw socket (the benchmarks' raw
+        // client and the soak): the one protocol definition, never a second encoder.
+        .library(name: "VsyncCore", targets: ["VsyncCore"]),
         .executable(name: "vsyncd", targets: ["vsyncd"]),
         .executable(name: "vsync-probe", targets: ["vsync-probe"]),
-        .executable(name: "vsync-bench", targets: ["vsync-bench"]),
-        .executable(name: "vsync-bench-client", targets: ["vsync-bench-client"]),
-        .executable(name: "vsync-soak", targets: ["vsync-soak"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
-        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
     ],
     targets: [
         .target(name: "VsyncCore"),
@@ -124,45 +123,21 @@ let package = Package(
             dependencies: ["VsyncDRM", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Tests/TestBed/vkms-modeset"
         ),
-        // Benchmark: runs vsyncd and N vsync-bench-client processes against the C floor
-        // in Benchmarks/reference/fanout.c. See docs/PERFORMANCE.md.
-        .executableTarget(
-            name: "vsync-bench",
-            dependencies: [
-                "ProcessTools",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Histogram", package: "hdrhistogram-swift"),
-            ]
-        ),
-        .executableTarget(
-            name: "vsync-bench-client",
-            dependencies: ["DisplayLink", "VsyncCore", "ProcessTools", .product(name: "Histogram", package: "hdrhistogram-swift")]
-        ),
-        // How late a link's callbacks start while FrameWork's pool is busy, against the same link unloaded (README, Frame work).
-        .executableTarget(
-            name: "vsync-bench-framework",
-            dependencies: ["DisplayLink", .product(name: "ArgumentParser", package: "swift-argument-parser")]
-        ),
-        // Child processes, /proc readings and the bench client's report, shared by the bench and the soak.
-        .target(name: "ProcessTools"),
-        // Soak run: vsyncd at 240 Hz with clients that join, leave, pause and change rates.
-        .executableTarget(
-            name: "vsync-soak",
-            dependencies: ["DisplayLink", "VsyncCore", "ProcessTools", .product(name: "ArgumentParser", package: "swift-argument-parser")]
-        ),
         // Example: DisplayLink's FrameWork rasterizing on the CPU against a real vsyncd.
         .executableTarget(
             name: "framework-demo",
             dependencies: ["DisplayLink", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "examples/framework-demo"
         ),
-        .testTarget(name: "VsyncCoreTests", dependencies: ["VsyncCore", "ProcessTools"]),
+        // What the tests share (the seeded SplitMix64); Benchmarks/ links the same file.
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .testTarget(name: "VsyncCoreTests", dependencies: ["VsyncCore", "TestSupport"]),
         // Test-only C: a sealed memfd timing page as vsyncd makes it, its fd sent as SCM_RIGHTS,
         // and the seqlock torture test's writer thread (Swift's Glibc has no memfd or cmsg).
         .systemLibrary(name: "CVsyncPageMaker", path: "Tests/CVsyncPageMaker"),
         // The client core in-process over socketpairs, against a scripted server.
-        .testTarget(name: "VsyncClientCoreTests", dependencies: ["VsyncClientCore", "VsyncCore", "CVsyncPageMaker", "ProcessTools"]),
-        .testTarget(name: "DaemonTests", dependencies: ["VsyncCore", "VsyncDaemon", "DisplayLink", "VsyncClientCore", "ProcessTools"]),
+        .testTarget(name: "VsyncClientCoreTests", dependencies: ["VsyncClientCore", "VsyncCore", "CVsyncPageMaker", "TestSupport"]),
+        .testTarget(name: "DaemonTests", dependencies: ["VsyncCore", "VsyncDaemon", "DisplayLink", "VsyncClientCore", "TestSupport"]),
         .testTarget(name: "VMTests", dependencies: ["VsyncCore"]),
         // Pure parts of the DRM layer (names, encodings, messages); no device needed.
         .testTarget(name: "VsyncDRMTests", dependencies: ["VsyncDRM", "VsyncCore"]),

@@ -7,6 +7,10 @@
 #   Benchmarks/client-cpu.sh [--rate HZ] [--seconds S] [--rounds N] [--build DIR] [--kinds LIST]
 #                            [--vsyncd PATH]
 #
+# DIR (default .build/release) is the product package's build (vsyncd, libvsync.so:
+# Scripts/build-release.sh); vsync-bench-client comes from this package's release build,
+# Benchmarks/.build/release (`swift build -c release --package-path Benchmarks`).
+#
 # Kinds: callback (DisplayLink on a queue), direct (DisplayLink.start()), raw (a Swift blocking
 # recv loop), c (libvsync's dispatch(-1) loop, when DIR has libvsync.so), floor (C). --kinds
 # picks some ("c,floor": only libvsync and the floor, which need no vsync-bench-client); --vsyncd
@@ -14,7 +18,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(dirname "$here")
-rate=240 seconds=5 rounds=3 build="$repo/.build/release" kinds_arg="floor,callback,direct,raw,c" vsyncd=""
+rate=240 seconds=5 rounds=3 build="$repo/.build/release" tools="$here/.build/release" kinds_arg="floor,callback,direct,raw,c" vsyncd=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --rate) rate=$2; shift 2 ;;
@@ -29,9 +33,9 @@ done
 IFS=, read -r -a wanted <<< "$kinds_arg"
 vsyncd=${vsyncd:-$build/vsyncd}
 needs=("$vsyncd")
-for k in "${wanted[@]}"; do case "$k" in callback|direct|raw) needs+=("$build/vsync-bench-client") ;; esac; done
+for k in "${wanted[@]}"; do case "$k" in callback|direct|raw) needs+=("$tools/vsync-bench-client") ;; esac; done
 for bin in "${needs[@]}"; do
-  [ -x "$bin" ] || { echo "client-cpu: $bin missing: run 'swift build -c release' first" >&2; exit 1; }
+  [ -x "$bin" ] || { echo "client-cpu: $bin missing: run 'swift build -c release' and 'swift build -c release --package-path Benchmarks' first" >&2; exit 1; }
 done
 work=$(mktemp -d /tmp/client-cpu.XXXXXX)
 pids=()
@@ -73,7 +77,7 @@ run_kind() {
   case "$kind" in
     callback|direct|raw)
       local mode=$kind; [ "$kind" = callback ] && mode=tick
-      VSYNCD_SOCKET="$sock" "$build/vsync-bench-client" --index 0 --mode "$mode" --socket "$sock" --ready-fd 3 --max-seconds 60 3>/dev/null >/dev/null &
+      VSYNCD_SOCKET="$sock" "$tools/vsync-bench-client" --index 0 --mode "$mode" --socket "$sock" --ready-fd 3 --max-seconds 60 3>/dev/null >/dev/null &
       pid=$! ;;
     c)
       VSYNCD_SOCKET="$sock" "$cclient" --index 0 --max-seconds 60 3>/dev/null >/dev/null 2>&1 &

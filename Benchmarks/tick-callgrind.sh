@@ -11,8 +11,10 @@
 # share is not in these counts.
 set -u
 bin=${1:-.build/release/vsyncd}; n=${2:-100}; secs=${3:-10}
+# The raw client: beside VSYNCD if one is there, else the Benchmarks package's release build.
 client=$(dirname "$bin")/vsync-bench-client
-[ -x "$bin" ] && [ -x "$client" ] || { echo "tick-callgrind: $bin or $client missing: run Scripts/build-release.sh" >&2; exit 1; }
+[ -x "$client" ] || client=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/.build/release/vsync-bench-client
+[ -x "$bin" ] && [ -x "$client" ] || { echo "tick-callgrind: $bin or $client missing: run Scripts/build-release.sh and swift build -c release --package-path Benchmarks" >&2; exit 1; }
 command -v valgrind >/dev/null || { echo "tick-callgrind: valgrind missing: apt-get install valgrind" >&2; exit 1; }
 dir=$(mktemp -d /tmp/tick-callgrind.XXXXXX)
 sock=$dir/vsyncd.sock

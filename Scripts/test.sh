@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs, builds the vkms kernel for the VM test bed
-# (cached in /var/cache/vsyncd), builds everything and the Debian packages (checked by lintian),
-# and runs unit, daemon, package and VM tests, then libvsync's Rust crate and Python package
-# (Scripts/test-bindings.sh: cargo test --offline, pytest in a fresh virtualenv).
+# (cached in /var/cache/vsyncd), builds everything (the Benchmarks package too, for the soak)
+# and the Debian packages (checked by lintian), and runs unit, daemon, package and VM tests,
+# then libvsync's Rust crate and Python package (Scripts/test-bindings.sh: cargo test
+# --offline, pytest in a fresh virtualenv).
 #
 #   Scripts/test.sh            # everything
 #   Scripts/test.sh --filter X # only tests matching X (passed to `swift test`)
@@ -24,6 +25,8 @@ log "kernel: $kernel"
 
 log "building"
 swift build --build-tests
+# The soak (SoakTests runs vsync-soak) is in the benchmarks' own package.
+swift build --package-path Benchmarks
 
 # The packages' own tests (PackageTests) and the VM's systemd test install them.
 log "Debian packages (Scripts/package.sh: a static release build, then lintian)"

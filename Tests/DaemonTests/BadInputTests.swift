@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import ProcessTools
+import TestSupport
 import Testing
 import VsyncCore
 

@@ -17,13 +17,19 @@ final class DaemonProcess: @unchecked Sendable {
     private let environment: [String: String]
 
     /// `name` in `$VSYNCD_BIN_DIR`, or next to this test binary (`swift build --build-tests`
-    /// builds every product there; the test binary may sit inside an .xctest bundle).
+    /// builds every product there; the test binary may sit inside an .xctest bundle), or in the
+    /// Benchmarks package's build of the same configuration (vsync-soak:
+    /// `swift build --package-path Benchmarks`).
     static func binary(_ name: String) throws -> String {
         var directories: [String] = []
         if let dir = ProcessInfo.processInfo.environment["VSYNCD_BIN_DIR"] { directories.append(dir) }
         var dir = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
         while dir.pathComponents.contains(where: { $0.hasSuffix(".xctest") }) { dir.deleteLastPathComponent() }
         directories.append(dir.path)
+        // Tests/DaemonTests/this file → the package root; `dir` ends in the configuration (debug).
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        directories.append(root.appendingPathComponent("Benchmarks/.build").appendingPathComponent(dir.lastPathComponent).path)
         for directory in directories {
             let path = directory + "/" + name
             if FileManager.default.isExecutableFile(atPath: path) { return path }

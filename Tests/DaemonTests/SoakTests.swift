@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import Testing
 
-/// The soak's CI version: `vsync-soak --seconds 30 --hz 240 --clients 50` against the built
+/// The soak's CI version (vsync-soak is built by `swift build --package-path Benchmarks`): `vsync-soak --seconds 30 --hz 240 --clients 50` against the built
 /// vsyncd. The checks on the tick streams, fds and RSS run inside vsync-soak (its workers
 /// check every tick); this test asserts its verdict and that the figures it reports describe
 /// a run that really did what it says.
@@ -51,7 +51,8 @@ struct SoakTests {
     func soak(_ arguments: [String], seconds: Int) throws -> (status: Int32, figures: Figures, text: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try DaemonProcess.binary("vsync-soak"))
-        process.arguments = arguments + ["--json"]
+        // This build's vsyncd: the soak, from the Benchmarks package, has none beside it.
+        process.arguments = arguments + ["--vsyncd", try DaemonProcess.binary("vsyncd"), "--json"]
         let output = Pipe()
         process.standardOutput = output
         try process.run()

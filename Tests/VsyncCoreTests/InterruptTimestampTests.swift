@@ -1,5 +1,5 @@
 import Foundation  // log
-import ProcessTools
+import TestSupport
 import Testing
 @testable import VsyncCore
 

@@ -1,5 +1,5 @@
 import Foundation
-import ProcessTools
+import TestSupport
 import Testing
 @testable import VsyncCore
 

@@ -1,5 +1,5 @@
 import Foundation  // JSONEncoder
-import ProcessTools
+import TestSupport
 import Testing
 @testable import VsyncCore
 

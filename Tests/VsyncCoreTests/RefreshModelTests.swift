@@ -1,4 +1,4 @@
-import ProcessTools
+import TestSupport
 import Testing
 @testable import VsyncCore
 

@@ -1,8 +1,8 @@
 import Foundation  // log, cos
-import ProcessTools
+import TestSupport
 @testable import VsyncCore
 
-/// Every random stream in these tests is seeded (ProcessTools.SplitMix64), so it is the same
+/// Every random stream in these tests is seeded (TestSupport.SplitMix64), so it is the same
 /// on every run and every machine: a bound that holds once holds always.
 extension SplitMix64 {
     /// Uniform in (0, 1]: never 0, so log() in Box–Muller stays finite.

@@ -22,7 +22,7 @@ struct Run: ParsableCommand {
     @Option(help: "Client processes kept alive.") var clients = 50
     @Option(help: "Seed for every random choice (default: from the clock, printed in the summary).") var seed: UInt64?
     @Flag(help: "Print the summary as one JSON object.") var json = false
-    @Option(help: "The vsyncd binary (default: the one next to vsync-soak).") var vsyncd: String?
+    @Option(help: "The vsyncd binary (default: the one next to vsync-soak, else the product package's build of the same configuration).") var vsyncd: String?
     @Option(help: "Largest allowed growth of vsyncd's RSS after warm-up, in KiB.") var rssBoundKib = 2048
     @Option(help: "Largest allowed difference of vsyncd's fd count from its baseline after all clients left.") var fdSlack = 2
     @Option(help: "Mean seconds between SIGKILLs of a random churning client (0: none).") var killEvery = 2.0
@@ -38,9 +38,9 @@ struct Run: ParsableCommand {
     func run() throws {
         let signals = Signals.block([SIGINT, SIGTERM])
         let here = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        let daemon = vsyncd ?? here.deletingLastPathComponent().appendingPathComponent("vsyncd").path
+        let daemon = vsyncd ?? MainPackageBuild.product("vsyncd")
         guard FileManager.default.isExecutableFile(atPath: daemon) else {
-            throw SoakError("no vsyncd at \(daemon): build it with 'swift build' or pass --vsyncd PATH")
+            throw SoakError("no vsyncd at \(daemon): build it with 'swift build' in the repository root or pass --vsyncd PATH")
         }
         var orchestrator = Orchestrator(
             options: self, vsyncd: daemon, soak: here.path,

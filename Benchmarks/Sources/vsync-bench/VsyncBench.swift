@@ -24,7 +24,7 @@ struct VsyncBench: ParsableCommand {
     @Option(help: "Rounds per cell. Ours and C alternate (ours first in odd rounds, C first in even ones) so drift in the machine's load hits both; each figure is then the median over rounds (max and RSS: the largest; lost, ticks, samples: the sum).")
     var rounds = 1
     @Flag(help: "Print one JSON object per line instead of tables.") var json = false
-    @Option(help: "The vsyncd binary (default: next to vsync-bench).") var vsyncd: String?
+    @Option(help: "The vsyncd binary (default: next to vsync-bench, else the product package's build of the same configuration).") var vsyncd: String?
     @Option(help: "The vsync-bench-client binary (default: next to vsync-bench).") var client: String?
     @Option(help: "fanout.c, the C reference.") var referenceSource: String?
     @Flag(help: "Measure vsyncd's wake-ups with clients connected but unsubscribed, and all paused, instead of the matrix.")
@@ -65,18 +65,18 @@ struct VsyncBench: ParsableCommand {
         let binDir = Self.executableDirectory()
         if pageRead {
             guard pageReadCalls >= 1000 else { throw ValidationError("--page-read-calls must be ≥ 1000") }
-            try PageRead.run(repository: Self.repositoryRoot(), library: binDir + "/libvsync.so", workDir: workDir,
-                             rounds: rounds, calls: pageReadCalls, socket: pageReadSocket, vsyncd: vsyncd ?? binDir + "/vsyncd")
+            try PageRead.run(repository: Self.repositoryRoot(), library: MainPackageBuild.product("libvsync.so"), workDir: workDir,
+                             rounds: rounds, calls: pageReadCalls, socket: pageReadSocket, vsyncd: vsyncd ?? MainPackageBuild.product("vsyncd"))
             return
         }
         var clientBinary = client ?? binDir + "/vsync-bench-client"
         if (clientMode == "c" || clientMode == "page") && !referenceOnly && !idle {
-            clientBinary = try LibvsyncClient.build(repository: Self.repositoryRoot(), library: binDir + "/libvsync.so", workDir: workDir)
+            clientBinary = try LibvsyncClient.build(repository: Self.repositoryRoot(), library: MainPackageBuild.product("libvsync.so"), workDir: workDir)
         }
         guard let scheduling = SenderScheduling(senderSched) else {
             throw ValidationError("--sender-sched is rr:PRIO or fifo:PRIO (1-99), other:NICE (-20-19) or other")
         }
-        let ours = DaemonRun(vsyncd: vsyncd ?? binDir + "/vsyncd", client: clientBinary, workDir: workDir, workNs: workNs, scheduling: scheduling)
+        let ours = DaemonRun(vsyncd: vsyncd ?? MainPackageBuild.product("vsyncd"), client: clientBinary, workDir: workDir, workNs: workNs, scheduling: scheduling)
         if !referenceOnly || idle {
             for path in [ours.vsyncd, ours.client] where !FileManager.default.isExecutableFile(atPath: path) {
                 throw BenchError("\(path) is not an executable: build it first (swift build -c release) or pass --vsyncd/--client")
@@ -217,8 +217,7 @@ struct VsyncBench: ParsableCommand {
 
     /// The source tree this binary was built from, else the current directory.
     static func repositoryRoot() -> String {
-        let fromSource = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
+        let fromSource = MainPackageBuild.repositoryRoot
         if FileManager.default.fileExists(atPath: fromSource.appendingPathComponent("Benchmarks/reference/fanout.c").path) {
             return fromSource.path
         }

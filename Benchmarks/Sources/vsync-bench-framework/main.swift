@@ -2,6 +2,7 @@ import ArgumentParser
 import Dispatch
 @_spi(Benchmark) import DisplayLink
 import Foundation
+import ProcessTools
 import Synchronization
 
 /// How late a link's callbacks start while FrameWork keeps its pool busy, against the same link
@@ -10,7 +11,7 @@ import Synchronization
 /// `inherited` is a pool as wide as the machine at the link's priority, for comparison with the
 /// library's `default`; the lowered priorities are there to be measured, not used in apps.
 ///
-///     swift build && .build/debug/vsync-bench-framework --rounds 6
+///     swift build && swift build --package-path Benchmarks && Benchmarks/.build/debug/vsync-bench-framework --rounds 6
 ///
 /// Lateness is the callback's start less its frame's vblank (`timestamp`): the delay from the
 /// vblank to the app's code, daemon and library included. A callback that starts after its
@@ -27,7 +28,7 @@ struct FrameWorkBench: ParsableCommand {
     var rounds = 6
     @Option(help: "Seconds per condition in a round.")
     var seconds = 1.0
-    @Option(help: "The vsyncd binary (default: next to this one).")
+    @Option(help: "The vsyncd binary (default: next to this one, else the product package's build of the same configuration).")
     var vsyncd: String?
     @Option(help: "Refresh rate of vsyncd's timer source.")
     var hertz = 60
@@ -211,10 +212,9 @@ struct Daemon {
     let socketPath: String
 
     init(binary: String?, hertz: Int) throws {
-        let exe = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        let path = binary ?? exe.deletingLastPathComponent().appendingPathComponent("vsyncd").path
+        let path = binary ?? MainPackageBuild.product("vsyncd")
         guard FileManager.default.isExecutableFile(atPath: path) else {
-            throw ValidationError("no vsyncd at \(path): build it with 'swift build' or pass --vsyncd")
+            throw ValidationError("no vsyncd at \(path): build it with 'swift build' in the repository root or pass --vsyncd")
         }
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("vsync-bench-framework-\(getpid())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
