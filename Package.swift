@@ -2,18 +2,43 @@
 import Foundation
 import PackageDescription
 
-// Module map (why each exists):
-//   VsyncCore    pure logic: refresh math, the refresh model, rate mapping, the wire protocol. No syscalls.
-//   CDRM         libdrm headers via pkg-config. Imported by VsyncDRM only, never re-exported.
-//   VsyncDRM     cards, connectors, CRTCs, modes and vblank events on /dev/dri/cardN.
-//   VsyncDaemon  vsyncd's server: event loop, clients, broadcast, systemd glue.
-//   CVsyncSys    the libc calls of the client core, for its normal and its Embedded build.
-//   CVsyncPage   the timing page's layout and seqlock, shared by its writer (vsyncd) and readers.
+// Module map (why each target exists; the benchmarks are a package of their own in Benchmarks/):
+//   VsyncCore        pure logic: refresh math, the refresh model, rate mapping, the wire protocol. No syscalls.
+//   CDRM             libdrm headers via pkg-config. Imported by VsyncDRM only, never re-exported.
+//   VsyncDRM         cards, connectors, CRTCs, modes and vblank events on /dev/dri/cardN.
+//   CLinux           epoll, timerfd, signalfd and inotify headers, which Swift's Glibc module lacks.
+//   VsyncDaemon      vsyncd's server: event loop, clients, broadcast, systemd glue.
+//   CVsyncPage       the timing page's layout and seqlock, shared by its writer (vsyncd) and readers.
+//   CVsyncSys        the libc calls of the client core, for its normal and its Embedded build.
 //   VsyncClientCore  the thread-free client core (one socket, one fd, dispatch): DisplayLink and libvsync.
-//   DisplayLink  the client library Swift apps link: VsyncClientCore under CADisplayLink's API (Foundation).
-//   VsyncProbe   vsync-probe's commands.
+//   DisplayLink      the client library Swift apps link: VsyncClientCore under CADisplayLink's API (Foundation).
+//   VsyncCeil        ceil() for libvsync, so it needs no libm.
+//   CVsyncABI        libvsync's public C header (include/vsync/vsync.h) as a module.
+//   LibVsync         libvsync.so: the C API in Embedded Swift over the client core's own files, libc only.
+//   VsyncProbe       vsync-probe's commands.
+//   vsync-probe      vsync-probe's main.swift.
+//   vsyncd           vsyncd's main.swift: options, logging, VsyncDaemon.
+//   framework-demo   example: DisplayLink's FrameWork rasterizing on the CPU (examples/).
+//   vkms-modeset     test bed helper (Tests/TestBed): exact custom modes on vkms in the VM. No product.
+//   TestSupport      test-only helpers shared by the test targets (the seeded SplitMix64).
+//   CVsyncPageMaker  test-only C: a sealed memfd timing page as vsyncd makes it.
+//   VsyncCoreTests, VsyncClientCoreTests, DaemonTests, VsyncDRMTests, VMTests  the tests.
+
 /// The Embedded Swift libraries of the toolchain building this package (libvsync links its
 /// Unicode tables from there), found from the `swift` on PATH; `VSYNC_EMBEDDED_LIB_DIR` overrides.
+/// The triple is the host's: the manifest is compiled for the machine that builds.
+let embeddedTriple: String = {
+    #if arch(x86_64)
+    return "x86_64-unknown-linux-gnu"
+    #elseif arch(arm64)
+    return "aarch64-unknown-linux-gnu"
+    #else
+    var name = utsname()
+    uname(&name)
+    let machine = withUnsafeBytes(of: &name.machine) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    return "\(machine)-unknown-linux-gnu"
+    #endif
+}()
 let embeddedLibDir: String = {
     let env = ProcessInfo.processInfo.environment
     if let dir = env["VSYNC_EMBEDDED_LIB_DIR"] { return dir }
@@ -21,9 +46,9 @@ let embeddedLibDir: String = {
         let swift = URL(fileURLWithPath: String(entry)).appendingPathComponent("swift")
         guard FileManager.default.isExecutableFile(atPath: swift.path) else { continue }
         let usr = swift.resolvingSymlinksInPath().deletingLastPathComponent().deletingLastPathComponent()
-        return usr.appendingPathComponent("lib/swift/embedded/x86_64-unknown-linux-gnu").path
+        return usr.appendingPathComponent("lib/swift/embedded/\(embeddedTriple)").path
     }
-    return "/usr/lib/swift/embedded/x86_64-unknown-linux-gnu"
+    return "/usr/lib/swift/embedded/\(embeddedTriple)"
 }()
 
 let package = Package(
