@@ -110,7 +110,7 @@ extension Server {
             logger.info("display \(d.id) mode changed: \(old.refresh.map { "\($0)" } ?? "?") \(old.width)x\(old.height) → \(fresh.refresh.map { "\($0)" } ?? "?") \(fresh.width)x\(fresh.height)")
             d.resetModel()
             broadcastEvent(.modeChanged, d)
-            resubscribeAll(d)
+            resubscribeAll(d, countGoesOn: true)
         }
     }
 
@@ -149,11 +149,14 @@ extension Server {
         }
     }
 
-    /// Recomputes every subscriber's divisor for the display's current refresh and re-sends SUBSCRIBED.
-    func resubscribeAll(_ d: Display) {
+    /// Recomputes every subscriber's divisor for the display's current refresh and re-sends
+    /// SUBSCRIBED. `countGoesOn`: the display stayed on (a mode change), so a subscription whose
+    /// divisor stays keeps counting the ticks it did not get; after off and on it starts afresh.
+    func resubscribeAll(_ d: Display, countGoesOn: Bool = false) {
         for sub in d.subscriptions {
-            sub.divisor = RateMapping.divisor(for: sub.range, refreshHz: d.refreshHz)
-            sub.resetDelivery()
+            let divisor = RateMapping.divisor(for: sub.range, refreshHz: d.refreshHz)
+            if countGoesOn && divisor == sub.divisor { sub.displayChanged() } else { sub.resetDelivery() }
+            sub.divisor = divisor
             send(subscribed(sub), to: sub.client)
         }
         updatePacing(d)

@@ -82,7 +82,7 @@ extension Server {
         }
         d.recheckPending = false
         broadcastEvent(.variableRefreshChanged, d)
-        for sub in d.subscriptions { sub.resetDelivery() }
+        for sub in d.subscriptions { sub.displayChanged() }
         updatePacing(d)
     }
 

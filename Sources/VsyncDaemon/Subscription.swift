@@ -54,4 +54,15 @@ final class Subscription {
         lastDueSequence = nil
         pacer.reschedule()
     }
+
+    /// The display changed under the subscription while on, at the same divisor (its mode, VRR
+    /// on or off), and the client asked nothing: its count of due ticks goes on. A tick still
+    /// waiting for the full socket is dropped, as it would reach the client after the change's
+    /// messages, but it was due and not delivered, so the next tick's `skipped` counts it.
+    func displayChanged() {
+        let waiting = client.pendingTicks.count
+        client.pendingTicks.removeAll { $0.sub === self }
+        if client.pendingTicks.count < waiting { skipped &+= 1 }
+        pacer.reschedule()
+    }
 }
