@@ -53,6 +53,14 @@ extension VsyncClient {
                 continue
             }
             let d = UInt64(info.divisor)
+            guard PagePacing.isDue(t, target: pacer.target, nowNs: now) else {
+                // Woken too late for it: passed over, and counted in the next frame's skipped
+                // (as if the frame before it had been the last handed out, when none was).
+                let last = pacer.lastTarget ?? pacer.target &- d
+                pagePacers[id] = PagePacing.aim(t, divisor: info.divisor, workDurationNs: w, nowNs: now, after: pacer.target)
+                    .map { PagePacer(target: $0.sequence, wakeNs: $0.wakeNs, lastTarget: last, generation: t.generation) }
+                continue
+            }
             let skipped = pacer.lastTarget.map { UInt32(clamping: (pacer.target &- $0) / d &- 1) } ?? 0
             events.append(.frame(ClientFrame(
                 PagePacing.tick(t, subscriptionID: id, target: pacer.target, divisor: info.divisor, skipped: skipped),

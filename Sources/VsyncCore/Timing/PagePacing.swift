@@ -16,6 +16,16 @@ public enum PagePacing {
         return (s, t.timestamp(ofSequence: s) &- workDurationNs)
     }
 
+    /// Whether the frame for `target` is still worth handing out at `nowNs`: not once the page
+    /// says its vblank came, nor, on a fixed grid, once its time has gone by (a wake-up that
+    /// late, on a busy machine, would hand out a frame for a vblank already shown). The daemon's
+    /// paced ticks pass such a frame over the same way (`FramePacer.fire`) and count it as
+    /// skipped. Under variable refresh the display waits for the frame until its vblank comes.
+    public static func isDue(_ t: VBlankTiming, target: UInt64, nowNs: UInt64) -> Bool {
+        guard target > t.lastSequence else { return false }
+        return t.minimumIntervalNs > 0 || t.timestamp(ofSequence: target) > nowNs
+    }
+
     /// The frame for `target` as the daemon's paced tick has it: the newest vblank, the
     /// target and three more vblanks at the rate with the model's times, the generation.
     public static func tick(_ t: VBlankTiming, subscriptionID: UInt32, target: UInt64, divisor: UInt32,
