@@ -142,10 +142,19 @@ final class RawClient {
     private(set) var fd: Int32
     /// The size of the last datagram received.
     private(set) var lastSize = 0
+    /// When vsyncd sent the last datagram received, on CLOCK_MONOTONIC (nil if the kernel gave
+    /// no stamp). The kernel stamps a Unix datagram as the sender queues it (SO_TIMESTAMPNS),
+    /// so a test can time what vsyncd did, not when this client got to read it on a busy machine.
+    private(set) var lastSentNs: UInt64?
+    /// CLOCK_REALTIME − CLOCK_MONOTONIC, to put the kernel's stamps on the daemon's clock.
+    private let realtimeOffsetNs: Int64
 
     init(path: String) throws {
         fd = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0)
         guard fd >= 0 else { throw HarnessError("socket: \(errno)") }
+        var on: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, socklen_t(MemoryLayout<Int32>.size))
+        realtimeOffsetNs = ClockPair.tightest(monotonic: monotonicNowNs, realtime: realtimeNowNs).offsetNs
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
@@ -179,9 +188,11 @@ final class RawClient {
         var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         guard poll(&pfd, 1, Int32(timeout * 1000)) > 0 else { return .timeout }
         var buffer = [UInt8](repeating: 0, count: 8192)
-        let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        var sent: timespec?
+        let n = buffer.withUnsafeMutableBytes { receiveStamped(into: $0, sent: &sent) }
         guard n > 0 else { return .closed }
         lastSize = n
+        lastSentNs = sent.map { UInt64(Int64($0.tv_sec) * 1_000_000_000 + Int64($0.tv_nsec) - realtimeOffsetNs) }
         let problem: String
         do {
             if let message = try ServerMessage.decode(Array(buffer[0..<n])) { return .message(message) }
@@ -191,6 +202,29 @@ final class RawClient {
         }
         Issue.record("vsyncd sent an undecodable datagram of \(n) bytes: \(problem)")
         return .undecodable(problem)
+    }
+
+    /// One datagram into `buffer` with the kernel's send stamp (SCM_TIMESTAMPNS) in `sent`.
+    private func receiveStamped(into buffer: UnsafeMutableRawBufferPointer, sent: inout timespec?) -> Int {
+        var iov = iovec(iov_base: buffer.baseAddress, iov_len: buffer.count)
+        var control = [UInt8](repeating: 0, count: 64)
+        return control.withUnsafeMutableBytes { c in
+            var message = msghdr()
+            message.msg_control = c.baseAddress
+            message.msg_controllen = c.count
+            let n = withUnsafeMutablePointer(to: &iov) { iov in
+                message.msg_iov = iov
+                message.msg_iovlen = 1
+                return recvmsg(fd, &message, 0)
+            }
+            guard n > 0, message.msg_controllen >= MemoryLayout<cmsghdr>.size else { return n }
+            let header = c.load(as: cmsghdr.self)
+            if header.cmsg_level == SOL_SOCKET, header.cmsg_type == SO_TIMESTAMPNS,
+               Int(header.cmsg_len) >= MemoryLayout<cmsghdr>.size + MemoryLayout<timespec>.size {
+                sent = c.loadUnaligned(fromByteOffset: MemoryLayout<cmsghdr>.size, as: timespec.self)
+            }
+            return n
+        }
     }
 
     /// Skips non-tick messages; nil on timeout or close.
@@ -259,5 +293,11 @@ final class RawClient {
 func monotonicNowNs() -> UInt64 {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
+
+func realtimeNowNs() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME, &ts)
     return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
 }
