@@ -159,26 +159,43 @@ struct ReplayTimingTests {
     /// grid is ticked), aimed at the earliest next vblank, after the event that says so.
     @Test("VRR turning on: the first vblank under it is a variable tick aimed at the earliest next vblank")
     func variableRefreshTurningOn() throws {
-        let r = try ReplayTraceTests.replayVariable("vrr-toggle.trace", speed: 2)
-        var firstUnderVRR: [UInt64] = []
-        var turnedOnAt: UInt64?
-        for event in r.trace.events {
-            switch event {
-            case .variableRefreshEnabled(let t, _, true): turnedOnAt = t
-            case .vblank(_, let s, let t) where turnedOnAt.map({ t > $0 }) == true:
-                firstUnderVRR.append(s)
-                turnedOnAt = nil
-            default: continue
+        // Two given vblanks' ticks are judged. A client late to read on a busy machine may have
+        // had one coalesced (vsyncd counts it in the next tick's skipped, and sends nothing to
+        // judge): then the replay runs again, up to three times.
+        for attempt in 1...3 {
+            let r = try ReplayTraceTests.replayVariable("vrr-toggle.trace", speed: 2)
+            var firstUnderVRR: [UInt64] = []
+            var turnedOnAt: UInt64?
+            for event in r.trace.events {
+                switch event {
+                case .variableRefreshEnabled(let t, _, true): turnedOnAt = t
+                case .vblank(_, let s, let t) where turnedOnAt.map({ t > $0 }) == true:
+                    firstUnderVRR.append(s)
+                    turnedOnAt = nil
+                default: continue
+                }
             }
-        }
-        #expect(firstUnderVRR.count == 2)
-        for s in firstUnderVRR {
-            let i = try #require(r.messages.firstIndex { if case .tick(let t) = $0 { t.subscriptionID == 1 && t.sequence == s } else { false } })
-            guard case .tick(let t) = r.messages[i] else { continue }
-            #expect(t.flags.contains(.variable), "vblank \(s): a fixed-grid tick aimed \(Double(t.targetTimestampNs) - Double(t.timestampNs)) ns ahead")
-            #expect(t.targetTimestampNs == t.timestampNs + ReplayTraceTests.vrrShortestAt2Ns, "vblank \(s): target \(Double(t.targetTimestampNs) - Double(t.timestampNs)) ns ahead")
-            let told = r.messages[..<i].contains { if case .displayEvent(let e) = $0 { e.kind == .variableRefreshChanged && e.display.generation == t.generation } else { false } }
-            #expect(told, "vblank \(s): no variableRefreshChanged with generation \(t.generation) before it")
+            #expect(firstUnderVRR.count == 2)
+            let ticks = r.ticks(1)
+            let coalesced = firstUnderVRR.filter { s in !ticks.contains { $0.sequence == s } }
+            for s in coalesced {
+                let counted = ticks.contains { $0.sequence > s && $0.sequence - UInt64($0.skipped) <= s }
+                #expect(counted, "vblank \(s) was neither ticked nor counted in a tick's skipped")
+            }
+            if !coalesced.isEmpty {
+                print("VRR turning on, replay \(attempt): the client was full at vblanks \(coalesced), coalesced and counted")
+                if attempt < 3 { continue }
+                Issue.record("the client was full at vblanks \(coalesced) in all three replays: nothing to judge")
+            }
+            for s in firstUnderVRR {
+                let i = try #require(r.messages.firstIndex { if case .tick(let t) = $0 { t.subscriptionID == 1 && t.sequence == s } else { false } })
+                guard case .tick(let t) = r.messages[i] else { continue }
+                #expect(t.flags.contains(.variable), "vblank \(s): a fixed-grid tick aimed \(Double(t.targetTimestampNs) - Double(t.timestampNs)) ns ahead")
+                #expect(t.targetTimestampNs == t.timestampNs + ReplayTraceTests.vrrShortestAt2Ns, "vblank \(s): target \(Double(t.targetTimestampNs) - Double(t.timestampNs)) ns ahead")
+                let told = r.messages[..<i].contains { if case .displayEvent(let e) = $0 { e.kind == .variableRefreshChanged && e.display.generation == t.generation } else { false } }
+                #expect(told, "vblank \(s): no variableRefreshChanged with generation \(t.generation) before it")
+            }
+            return
         }
     }
 }
