@@ -25,8 +25,9 @@ import VsyncCore
 /// time runnable but not running (`/proc/PID/task/PID/schedstat`), which grows in one step
 /// each time it gets the CPU back, read every few ms. To miss a due vblank the daemon must wait
 /// for a CPU across that vblank's whole frame, so the gap is explained when that time grew in
-/// steps of a frame or more, a frame for each tick skipped; or when this client had fallen half
-/// a second behind (its socket full). A daemon that misses frames while it may run, busy with
+/// steps of a frame or more, a frame for each tick skipped; or when this client was half a
+/// second or more behind when the first tick skipped was due (its socket holds about a second
+/// of ticks, so it may have been full). A daemon that misses frames while it may run, busy with
 /// a bad client or not, is not excused.
 final class TickWatcher: Sendable {
     struct Report: Sendable {
@@ -86,7 +87,10 @@ final class TickWatcher: Sendable {
             // read the last one late.
             var lastWait = Self.runQueueWaitNs(daemonPID)
             var longWaits: (before: UInt64, since: UInt64) = (0, 0)
-            var lastTickNs = monotonicNowNs(), lastLatenessNs: UInt64 = 0
+            var lastTickNs = monotonicNowNs()
+            // When this thread read the recent ticks, and their vblanks' times: how far behind
+            // it was at any moment of the last few seconds.
+            var reads: [(readNs: UInt64, timestampNs: UInt64)] = []
             var stall: String?
             while !stopping.load(ordering: .relaxed) {
                 let received = client.receive(timeout: Self.sampleEvery)
@@ -107,14 +111,18 @@ final class TickWatcher: Sendable {
                 }
                 let lateness = now &- tick.timestampNs
                 let waited = longWaits.before &+ longWaits.since
+                // The first tick skipped was due `divisor` frames after the last one read.
+                let firstSkippedNs = (reads.last?.timestampNs ?? 0) &+ divisor &* periodNs
+                let newestReadByThen = reads.last { $0.readNs <= firstSkippedNs }?.timestampNs ?? 0
+                let behindNs = firstSkippedNs &- newestReadByThen
                 let explained = waited >= UInt64(tick.skipped) * periodNs * 9 / 10
-                    || (lastLatenessNs > 500_000_000 && lastLatenessNs < 10_000_000_000)
+                    || (behindNs >= 500_000_000 && behindNs < 10_000_000_000)
                 report.withLock { r in
                     if lateness < 10_000_000_000 { r.maxLatenessNs = max(r.maxLatenessNs, lateness) }
                     if let last = r.lastSequence, tick.sequence != last + divisor * (UInt64(tick.skipped) + 1) {
                         r.gaps.append("sequence \(last) → \(tick.sequence), skipped \(tick.skipped)")
                     }
-                    let gap = "sequence \(r.lastSequence ?? 0) → \(tick.sequence), skipped \(tick.skipped): vsyncd kept off the CPU \(waited / 1000) µs in waits of a frame or more, this client \(lastLatenessNs / 1000) µs late before it"
+                    let gap = "sequence \(r.lastSequence ?? 0) → \(tick.sequence), skipped \(tick.skipped): vsyncd kept off the CPU \(waited / 1000) µs in waits of a frame or more, this client \(behindNs / 1000) µs behind when the first was due"
                     if tick.skipped > 0, r.lastSequence != nil {
                         if !explained { r.unexplained.append(gap) }
                         r.announced.append(gap)
@@ -130,7 +138,7 @@ final class TickWatcher: Sendable {
                 stall = nil
                 longWaits = (longWaits.since, 0)
                 lastTickNs = now
-                lastLatenessNs = lateness
+                reads = Array((reads + [(now, tick.timestampNs)]).suffix(64))
             }
             if let stall { report.withLock { $0.stalls.append(stall) } }
         }
