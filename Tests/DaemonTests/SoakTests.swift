@@ -31,6 +31,7 @@ struct SoakTests {
         var keepUpFrames: Int
         var keepUpSkipped: Int
         var keepUpCheckedPairs: Int
+        var keepUpUnexplained: Int
         var daemonRunningAtEnd: Bool
         var daemonExitStatus: Int32
         var fdBaseline: Int
@@ -92,12 +93,16 @@ struct SoakTests {
         #expect(figures.checkedPairs * 2 > figures.ticks, "too few tick pairs were checked: \(figures.checkedPairs) of \(figures.ticks)")
         // The clients that keep up (one in ten, full rate, fast handler) got their ticks: at
         // least 80% of what 240 Hz gives after a 5 s start, delivered or counted as skipped.
-        // Their skipped count itself is only loosely bounded: on 2 cores shared with the other
-        // suites a fast handler still misses a frame now and then, and that is counted, not lost.
         let steady = max(1, Self.clients / 10)
         let due = Double(steady * Self.hertz * (Self.seconds - 5)) * 0.8
         #expect(Double(figures.keepUpFrames + figures.keepUpSkipped) >= due, "keeps-up links: \(figures.keepUpFrames) ticks, \(figures.keepUpSkipped) skipped")
-        #expect(figures.keepUpSkipped * 2 <= figures.keepUpFrames, "keeps-up links skipped \(figures.keepUpSkipped) of \(figures.keepUpFrames + figures.keepUpSkipped)")
+        // How many they skip is the machine's doing as much as vsyncd's: on 2 cores shared with
+        // compilers, vsyncd and the clients wait for a CPU for frames at a time (a third of the
+        // frames under load 12). A skip counts against vsyncd only when neither it nor the link
+        // waited for a CPU 90 % of each frame skipped (the kernel's schedstat says): about 0.5 %
+        // of due frames under that load, over 2 % for a vsyncd passing one vblank in 20 over.
+        #expect(figures.keepUpUnexplained * 100 <= figures.keepUpFrames + figures.keepUpSkipped,
+                "keeps-up links skipped \(figures.keepUpUnexplained) of \(figures.keepUpFrames + figures.keepUpSkipped) frames while neither vsyncd nor the link waited for a CPU")
         #expect(figures.keepUpCheckedPairs * 10 >= figures.keepUpFrames * 9)
 
         // No fd or memory growth, measured while the clients were really connected.

@@ -16,4 +16,25 @@ public enum ProcReadings {
         }
         return nil
     }
+
+    /// A thread's time runnable but not running, ns: the second field of
+    /// /proc/PID/task/TID/schedstat (`thread-self` for the caller's own thread). The kernel adds
+    /// each wait for a CPU when the thread gets one back, in one step, so two readings a frame
+    /// apart show whether it was kept off the CPU for a whole frame. Nil if unreadable.
+    public static func runQueueWaitNs(_ path: String) -> UInt64? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 96)
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard n > 0 else { return nil }
+        let fields = buffer[..<n].split(separator: UInt8(ascii: " "))
+        guard fields.count >= 2 else { return nil }
+        return UInt64(String(decoding: fields[1], as: UTF8.self))
+    }
+
+    /// `runQueueWaitNs` of a process's main thread.
+    public static func runQueueWaitNs(pid: pid_t) -> UInt64? {
+        runQueueWaitNs("/proc/\(pid)/task/\(pid)/schedstat")
+    }
 }

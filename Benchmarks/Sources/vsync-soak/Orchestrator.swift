@@ -160,6 +160,11 @@ struct Orchestrator {
         if summary.violations > 0 {
             summary.failures.append("\(summary.violations) tick-stream violations, e.g. \(summary.violationSamples.first ?? "")")
         }
+        // A keeps-up link's skip that neither vsyncd nor the link waiting for a CPU explains is
+        // vsyncd passing a vblank over while it could run; one in a hundred due frames fails.
+        if summary.keepUpUnexplained * 100 > summary.keepUpFrames + summary.keepUpSkipped {
+            summary.failures.append("keeps-up links skipped \(summary.keepUpUnexplained) of \(summary.keepUpFrames + summary.keepUpSkipped) frames while neither vsyncd nor the link waited for a CPU, e.g. \(summary.keepUpUnexplainedSamples.first ?? "")")
+        }
         if summary.linkErrors > 0 {
             summary.failures.append("\(summary.linkErrors) DisplayLink errors, e.g. \(summary.linkErrorSamples.first ?? "")")
         }
@@ -186,7 +191,8 @@ struct Orchestrator {
         let process = try ChildProcess.spawn(
             soak,
             ["worker", "--socket", socket, "--seed", "\(rng.next())", "--index", "\(index)",
-             "--role", steady ? "steady" : "churn", "--lifetime", "\(lifetime)", "--hz", "\(options.hz)"]
+             "--role", steady ? "steady" : "churn", "--lifetime", "\(lifetime)", "--hz", "\(options.hz)",
+             "--daemon-pid", "\(daemon?.pid ?? 0)"]
                 + (options.injectLoss ? ["--inject-loss"] : []),
             stdoutPath: reportPath, stderrPath: dir + "/workers.log")
         workers[index] = RunningWorker(process: process, steady: steady, reportPath: reportPath)
@@ -239,6 +245,10 @@ struct Orchestrator {
         summary.keepUpFrames += r.keepUpFrames
         summary.keepUpSkipped += r.keepUpSkipped
         summary.keepUpCheckedPairs += r.keepUpCheckedPairs
+        summary.keepUpUnexplained += r.keepUpUnexplained
+        for u in r.keepUpUnexplainedSamples where summary.keepUpUnexplainedSamples.count < 10 {
+            summary.keepUpUnexplainedSamples.append("worker \(r.index): \(u)")
+        }
         summary.linksOpened += r.linksOpened
         summary.linksClosed += r.linksClosed
         summary.pauses += r.pauses
@@ -310,13 +320,14 @@ extension SoakSummary {
             "  joins \(joins), leaves \(leaves), links opened \(linksOpened), closed \(linksClosed)",
             "  pauses \(pauses), resumes \(resumes), rate changes \(rateChanges), slow-handler spells \(slowSpells)",
             "  ticks \(ticks), pairs checked \(checkedPairs), violations \(violations), link errors \(linkErrors), skipped \(skipped)",
-            "  keeps-up links: \(keepUpFrames) ticks, \(keepUpSkipped) skipped, \(keepUpCheckedPairs) pairs checked",
+            "  keeps-up links: \(keepUpFrames) ticks, \(keepUpSkipped) skipped (\(keepUpUnexplained) while neither vsyncd nor the link waited for a CPU), \(keepUpCheckedPairs) pairs checked",
             "  vsyncd fds: baseline \(fdBaseline), first \(fdFirst), max \(fdMax), after all left \(fdLast) (Δ \(fdDelta), allowed ±\(fdSlack))",
             "  vsyncd RSS: first \(mib(rssFirstKiB)), after \(Int(warmupSeconds)) s warm-up \(mib(rssAfterWarmupKiB)), max \(mib(rssMaxKiB)), last \(mib(rssLastKiB)); growth after warm-up \(rssGrowthKiB) KiB (allowed \(rssGrowthBoundKiB) KiB)",
             "  vsyncd: running at the end \(daemonRunningAtEnd), exit status on SIGTERM \(daemonExitStatus)",
         ]
         for v in violationSamples { lines.append("  violation: \(v)") }
         for e in linkErrorSamples { lines.append("  link error: \(e)") }
+        for u in keepUpUnexplainedSamples { lines.append("  unexplained skip: \(u)") }
         for f in failures { lines.append("  FAIL: \(f)") }
         return lines.joined(separator: "\n")
     }

@@ -13,6 +13,9 @@ struct WorkerReport: Codable, Sendable {
     var keepUpFrames = 0
     var keepUpSkipped = 0
     var keepUpCheckedPairs = 0
+    /// Keeps-up frames skipped while neither vsyncd nor the link was kept off the CPU.
+    var keepUpUnexplained = 0
+    var keepUpUnexplainedSamples: [String] = []
     var linksOpened = 0
     var linksClosed = 0
     var pauses = 0
@@ -60,6 +63,9 @@ struct SoakSummary: Codable, Sendable {
     var keepUpFrames = 0
     var keepUpSkipped = 0
     var keepUpCheckedPairs = 0
+    /// Keeps-up frames skipped while neither vsyncd nor the link was kept off the CPU.
+    var keepUpUnexplained = 0
+    var keepUpUnexplainedSamples: [String] = []
 
     var daemonRunningAtEnd = false
     var daemonExitStatus: Int32 = -1

@@ -18,6 +18,7 @@ struct Worker: ParsableCommand {
     var role = "churn"
     @Option(help: "Seconds before the worker leaves by itself.") var lifetime = 10.0
     @Option(help: "The timer source's rate, to know which divisor each rate maps to.") var hz = 240.0
+    @Option(help: "vsyncd's pid: its waits for a CPU explain a steady link's skipped frames.") var daemonPid: Int32 = 0
     @Flag(help: .hidden) var injectLoss = false
 
     static let rates = [0, 240, 120, 80, 60, 48, 40, 30, 24, 20, 15, 10, 5, 1, 500, 100, 90, 45]
@@ -38,7 +39,7 @@ struct Worker: ParsableCommand {
         // Join a little after starting, so joins are spread out.
         if Signals.wait(signals, seconds: Double.random(in: 0...0.3, using: &rng)) != nil { stop = true }
         if !stop {
-            let main = LinkProbe(socket: socket, refreshHz: hz, keepsUp: steady, label: "soak.link.0", injectLoss: injectLoss)
+            let main = LinkProbe(socket: socket, refreshHz: hz, keepsUp: steady, label: "soak.link.0", daemonPID: daemonPid, injectLoss: injectLoss)
             if !steady, rng.chance(0.5) { main.setFramesPerSecond(Self.rates.randomElement(using: &rng)!) }
             main.start()
             live.append(main)
