@@ -22,13 +22,15 @@ import VsyncCore
 /// full. On a machine shared with compilers the daemon is kept off the CPU for whole frames at
 /// a time, whatever the clients do; what it owns is that it misses no frame otherwise. So each
 /// announced gap must be explained, by the kernel's account of the daemon's main thread: its
-/// time runnable but not running (`/proc/PID/task/PID/schedstat`), which grows in one step
-/// each time it gets the CPU back, read every few ms. To miss a due vblank the daemon must wait
-/// for a CPU across that vblank's whole frame, so the gap is explained when that time grew in
-/// steps of a frame or more, a frame for each tick skipped; or when this client was half a
-/// second or more behind when the first tick skipped was due (its socket holds about a second
-/// of ticks, so it may have been full). A daemon that misses frames while it may run, busy with
-/// a bad client or not, is not excused.
+/// time runnable but not running (`/proc/PID/task/PID/schedstat`), which grows each time it
+/// gets the CPU back, read every few ms. To miss a due vblank the daemon must not get back to
+/// its loop for that vblank's whole frame; on a busy machine it is preempted again and again in
+/// that frame, so its waits come in pieces. The gap is explained when, from the first tick
+/// skipped to the tick after them (the daemon got the CPU back before sending it), those waits
+/// add up to 90 % of a frame (the timer's slack) for each tick skipped; or when this client was
+/// half a second or more behind when the first tick skipped was due (its socket holds about a
+/// second of ticks, so it may have been full). A daemon that misses frames while it may run,
+/// busy with a bad client or not, is not excused.
 final class TickWatcher: Sendable {
     struct Report: Sendable {
         var ticks = 0
@@ -58,8 +60,8 @@ final class TickWatcher: Sendable {
     private let started = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
 
-    /// How often the reader looks at the daemon's waits: well under a frame, so that each wait
-    /// of a frame or more shows as a step of its own.
+    /// How often the reader looks at the daemon's waits: well under a frame, so that the waits
+    /// can be placed against the frames skipped.
     static let sampleEvery = 0.004
 
     /// `daemonPID`: the vsyncd serving `socketPath`, whose waits for a CPU explain the gaps.
@@ -82,11 +84,8 @@ final class TickWatcher: Sendable {
                 return
             }
             started.signal()
-            // The daemon's waits of a frame or more (90 %: the timer's slack) since the tick
-            // before the last one: the window judged reaches back a tick, in case this thread
-            // read the last one late.
-            var lastWait = Self.runQueueWaitNs(daemonPID)
-            var longWaits: (before: UInt64, since: UInt64) = (0, 0)
+            // The daemon's waits for a CPU so far, read every few ms over the last few seconds.
+            var waits: [(readNs: UInt64, waitNs: UInt64)] = []
             var lastTickNs = monotonicNowNs()
             // When this thread read the recent ticks, and their vblanks' times: how far behind
             // it was at any moment of the last few seconds.
@@ -95,9 +94,10 @@ final class TickWatcher: Sendable {
             while !stopping.load(ordering: .relaxed) {
                 let received = client.receive(timeout: Self.sampleEvery)
                 let now = monotonicNowNs()
-                if let wait = Self.runQueueWaitNs(daemonPID), let last = lastWait {
-                    if wait &- last >= periodNs * 9 / 10 { longWaits.since &+= wait &- last }
-                    lastWait = wait
+                let wait = Self.runQueueWaitNs(daemonPID)
+                if let wait {
+                    waits.append((now, wait))
+                    if waits.count > 2048 { waits.removeFirst(1024) }
                 }
                 guard case .message(.tick(let tick)) = received else {
                     if case .closed = received {
@@ -110,9 +110,11 @@ final class TickWatcher: Sendable {
                     continue
                 }
                 let lateness = now &- tick.timestampNs
-                let waited = longWaits.before &+ longWaits.since
                 // The first tick skipped was due `divisor` frames after the last one read.
                 let firstSkippedNs = (reads.last?.timestampNs ?? 0) &+ divisor &* periodNs
+                // The daemon's waits since then (none known if the readings do not reach back).
+                let waitThen = waits.last { $0.readNs <= firstSkippedNs }?.waitNs
+                let waited = wait.flatMap { w in waitThen.map { w >= $0 ? w - $0 : 0 } } ?? 0
                 let newestReadByThen = reads.last { $0.readNs <= firstSkippedNs }?.timestampNs ?? 0
                 let behindNs = firstSkippedNs &- newestReadByThen
                 let explained = waited >= UInt64(tick.skipped) * periodNs * 9 / 10
@@ -122,7 +124,7 @@ final class TickWatcher: Sendable {
                     if let last = r.lastSequence, tick.sequence != last + divisor * (UInt64(tick.skipped) + 1) {
                         r.gaps.append("sequence \(last) → \(tick.sequence), skipped \(tick.skipped)")
                     }
-                    let gap = "sequence \(r.lastSequence ?? 0) → \(tick.sequence), skipped \(tick.skipped): vsyncd kept off the CPU \(waited / 1000) µs in waits of a frame or more, this client \(behindNs / 1000) µs behind when the first was due"
+                    let gap = "sequence \(r.lastSequence ?? 0) → \(tick.sequence), skipped \(tick.skipped): vsyncd kept off the CPU \(waited / 1000) µs since the first was due, this client \(behindNs / 1000) µs behind when the first was due"
                     if tick.skipped > 0, r.lastSequence != nil {
                         if !explained { r.unexplained.append(gap) }
                         r.announced.append(gap)
@@ -136,7 +138,6 @@ final class TickWatcher: Sendable {
                     r.ticks += 1
                 }
                 stall = nil
-                longWaits = (longWaits.since, 0)
                 lastTickNs = now
                 reads = Array((reads + [(now, tick.timestampNs)]).suffix(64))
             }
