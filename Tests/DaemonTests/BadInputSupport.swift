@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import ProcessTools
 import Synchronization
 import Testing
 import VsyncCore
@@ -94,7 +95,8 @@ final class TickWatcher: Sendable {
             while !stopping.load(ordering: .relaxed) {
                 let received = client.receive(timeout: Self.sampleEvery)
                 let now = monotonicNowNs()
-                let wait = Self.runQueueWaitNs(daemonPID)
+                // Nil when unreadable: then no gap is explained by it.
+                let wait = ProcReadings.runQueueWaitNs(pid: daemonPID)
                 if let wait {
                     waits.append((now, wait))
                     if waits.count > 2048 { waits.removeFirst(1024) }
@@ -148,14 +150,6 @@ final class TickWatcher: Sendable {
     }
 
     var current: Report { report.withLock { $0 } }
-
-    /// The daemon's main thread's time runnable but not running, ns (schedstat's second
-    /// field); nil when it cannot be read (then no gap is explained by it).
-    static func runQueueWaitNs(_ pid: Int32) -> UInt64? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/schedstat", encoding: .utf8) else { return nil }
-        let fields = text.split(separator: " ")
-        return fields.count >= 2 ? UInt64(fields[1]) : nil
-    }
 
     /// Waits (bounded) until `count` ticks have arrived.
     func waitForTicks(_ count: Int, timeout: Double) -> Bool {

@@ -19,8 +19,8 @@ public enum ProcReadings {
 
     /// A thread's time runnable but not running, ns: the second field of
     /// /proc/PID/task/TID/schedstat (`thread-self` for the caller's own thread). The kernel adds
-    /// each wait for a CPU when the thread gets one back, in one step, so two readings a frame
-    /// apart show whether it was kept off the CPU for a whole frame. Nil if unreadable.
+    /// each wait for a CPU when the thread gets one back, so readings taken around a missed
+    /// frame show how long the thread was kept off the CPU then. Nil if unreadable.
     public static func runQueueWaitNs(_ path: String) -> UInt64? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
