@@ -248,10 +248,19 @@ extension DisplayLinkTests {
             #expect(samples.count + skipped == due, "\(samples.count) delivered + \(skipped) skipped vs \(due) due")
             #expect(samples.count >= 30, "\(samples.count) callbacks in 1.5 s")
             #expect(samples.allSatisfy { $0.mode == RunLoop.Mode.default.rawValue })
+            // The vblanks that came while a slow callback ran are skipped, not queued: after it
+            // returns at most one callback (the one frame waiting for it) gets a vblank from
+            // before it returned. Judged by the vblanks' own times, not by how soon vsyncd and
+            // the reader got a CPU: on a loaded machine that frame may be only 2 old.
+            for slow in 19...21 {
+                let returned = samples[slow].calledNs + 100_000_000
+                let stale = samples[(slow + 1)...].filter { $0.frame.timestampNanoseconds < returned }.map(\.frame.sequence)
+                #expect(stale.count <= 1, "after the slow callback at sequence \(samples[slow].frame.sequence), vblanks from while it ran: \(stale)")
+            }
+            // So the frame after the slow phase is from 200 ms or more after the first slow
+            // callback's (11 vblanks and more), and those in between were counted.
             let afterSlow = samples[20...22].map(\.frame.skipped)
-            // At least the vblanks 33–67 ms after a slow callback's own came and went while it
-            // ran (two frames of slack for a late tick on a loaded machine).
-            #expect(afterSlow.allSatisfy { $0 >= 3 }, "skipped after 100 ms callbacks: \(afterSlow)")
+            #expect(afterSlow.reduce(0, +) >= 8, "skipped after 100 ms callbacks: \(afterSlow)")
             // No backlog behind the slow callbacks: later ones run soon after their vblank.
             let ages = samples[22...].map { Double($0.calledNs - $0.frame.timestampNanoseconds) / 1e6 }.sorted()
             #expect(ages[ages.count * 9 / 10] < 40, "callback ages after the slow phase (ms): \(ages)")
