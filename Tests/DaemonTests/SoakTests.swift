@@ -100,7 +100,8 @@ struct SoakTests {
         // compilers, vsyncd and the clients wait for a CPU for frames at a time (a third of the
         // frames under load 12). A skip counts against vsyncd only when neither it nor the link
         // waited for a CPU half of each frame skipped (the kernel's schedstat says): about 0.1 %
-        // of due frames under that load; on a quiet machine, every skip vsyncd makes itself.
+        // of due frames under that load. Sharp only on a quiet machine: under load, vsyncd's
+        // waits are so common that they excuse most skips, its own included.
         #expect(figures.keepUpUnexplained * 100 <= figures.keepUpFrames + figures.keepUpSkipped,
                 "keeps-up links skipped \(figures.keepUpUnexplained) of \(figures.keepUpFrames + figures.keepUpSkipped) frames while neither vsyncd nor the link waited for a CPU")
         #expect(figures.keepUpCheckedPairs * 10 >= figures.keepUpFrames * 9)

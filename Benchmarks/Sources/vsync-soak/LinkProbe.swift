@@ -173,8 +173,9 @@ final class LinkProbe: Sendable {
     /// skipped: vsyncd, preempted again and again, also runs in a frame it misses, so under
     /// load it rarely waits the whole 4 ms of one (90 % left 0.4-1.7 % of due
     /// frames unexplained at load 7-15). A skip while both could run is vsyncd's: counted.
-    /// This is exact only on a quiet machine: under load 15, a vsyncd passing one due vblank
-    /// in 20 over while it could run is mostly excused too, its waits are that common.
+    /// It is sharp only on a quiet machine: under load 7-15, a vsyncd passing one due vblank
+    /// in 20 over while it could run is mostly excused too (0.25-0.33 % of due frames left
+    /// unexplained), its waits are that common.
     private static func explainSkips(_ f: DisplayLink.Frame, refreshHz: Double, daemonPID: Int32, _ s: inout State) {
         let periodNs = UInt64(1e9 / refreshHz)
         let daemon = ProcReadings.runQueueWaitNs(pid: daemonPID)
