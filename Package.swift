@@ -20,7 +20,7 @@ import PackageDescription
 //   vsyncd           vsyncd's main.swift: options, logging, VsyncDaemon.
 //   framework-demo   example: DisplayLink's FrameWork rasterizing on the CPU (examples/).
 //   vkms-modeset     test bed helper (Tests/TestBed): exact custom modes on vkms in the VM. No product.
-//   TestSupport      test-only helpers shared by the test targets (the seeded SplitMix64).
+//   TestSupport      test-only helpers shared by the test targets (the seeded SplitMix64, /proc readings).
 //   CVsyncPageMaker  test-only C: a sealed memfd timing page as vsyncd makes it.
 //   VsyncCoreTests, VsyncClientCoreTests, DaemonTests, VsyncDRMTests, VMTests  the tests.
 

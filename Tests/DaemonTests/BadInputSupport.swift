@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import ProcessTools
+import TestSupport
 import Synchronization
 import Testing
 import VsyncCore
@@ -256,3 +256,24 @@ enum BadDatagram {
     }
 }
 
+extension VsyncdTests.BadInput {
+    /// Clients that come and go: connect and close at once; handshake and close; subscribe
+    /// and close without unsubscribing; send garbage and close without reading the answer.
+    func openCloseLoop(_ daemon: DaemonProcess, iterations: Int) throws -> Int {
+        var done = 0
+        for i in 0..<iterations {
+            let c = try RawClient(path: daemon.socketPath)
+            switch i % 4 {
+            case 0: break
+            case 1: try c.handshake(name: "loop")
+            case 2:
+                try c.handshake(name: "loop")
+                _ = try c.subscribe(1, fps: 0)
+            default:
+                c.send([0xDE, 0xAD, 0xBE, 0xEF, 0, 0, 0, 0])
+            }
+            done += 1
+        }
+        return done
+    }
+}
