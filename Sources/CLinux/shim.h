@@ -26,21 +26,23 @@
 #define VSYNCD_F_SEAL_GROW 0x0004
 #define VSYNCD_F_SEAL_FUTURE_WRITE 0x0010 /* Linux 5.1 */
 
-/// A sealable, close-on-exec memfd: the fd, or -errno. Without MFD_NOEXEC_SEAL, Linux 6.3+
-/// logs a warning for every process that makes one; kernels before 6.3 refuse the flag.
+// These return as the calls they wrap do (-1 with errno set), so the daemon judges their
+// failures where it judges every call's (Syscall.swift).
+
+/// A sealable, close-on-exec memfd. Without MFD_NOEXEC_SEAL, Linux 6.3+ logs a warning for
+/// every process that makes one; kernels before 6.3 refuse the flag.
 static inline int vsyncd_memfd_create(const char *name) {
     int fd = (int)syscall(SYS_memfd_create, name, VSYNCD_MFD_CLOEXEC | VSYNCD_MFD_ALLOW_SEALING | VSYNCD_MFD_NOEXEC_SEAL);
     if (fd < 0 && errno == EINVAL)
         fd = (int)syscall(SYS_memfd_create, name, VSYNCD_MFD_CLOEXEC | VSYNCD_MFD_ALLOW_SEALING);
-    return fd < 0 ? -errno : fd;
+    return fd;
 }
 
-/// 0 or -errno.
 static inline int vsyncd_add_seals(int fd, int seals) {
-    return fcntl(fd, VSYNCD_F_ADD_SEALS, seals) == 0 ? 0 : -errno;
+    return fcntl(fd, VSYNCD_F_ADD_SEALS, seals);
 }
 
-/// One non-blocking datagram with `fd` attached (SCM_RIGHTS): its size, or -errno (EINTR retried).
+/// The daemon's one SCM_RIGHTS send: one non-blocking datagram with `fd` attached.
 static inline ssize_t vsyncd_send_with_fd(int sock, const void *bytes, size_t count, int fd) {
     struct iovec iov = { .iov_base = (void *)bytes, .iov_len = count };
     union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } control;
@@ -56,14 +58,11 @@ static inline ssize_t vsyncd_send_with_fd(int sock, const void *bytes, size_t co
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    ssize_t n;
-    do n = sendmsg(sock, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
-    return n < 0 ? -errno : n;
+    return sendmsg(sock, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
 /// recv of one datagram and the fd riding on it, if any (*fd = -1 otherwise; close-on-exec).
-/// For the daemon's tests, which read the timing page as a client does. Size, or -errno.
+/// Not the daemon's: its tests read the timing page with it, as a client does. Size, or -errno.
 static inline ssize_t vsyncd_recv_with_fd(int sock, void *bytes, size_t count, int *fd) {
     struct iovec iov = { .iov_base = bytes, .iov_len = count };
     union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } control;

@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 import VsyncCore
 
@@ -7,7 +8,9 @@ import VsyncCore
 /// subscription (`pendingTicks`). `blockedSinceNs` is set while the socket is full, so
 /// the server can disconnect a client that stays full past the stall bound.
 final class Client {
-    let fd: Int32
+    /// Closed when the client object goes, after its disconnect.
+    let socket: FileDescriptor
+    var fd: Int32 { socket.raw }
     let pid: Int32
     let uid: UInt32
     var name = ""
@@ -34,8 +37,8 @@ final class Client {
 
     static let maxOutbox = 256
 
-    init(fd: Int32, pid: Int32, uid: UInt32) {
-        self.fd = fd; self.pid = pid; self.uid = uid
+    init(socket: consuming FileDescriptor, pid: Int32, uid: UInt32) {
+        self.socket = socket; self.pid = pid; self.uid = uid
     }
 
     var label: String { name.isEmpty ? "pid \(pid) uid \(uid)" : "pid \(pid) uid \(uid) '\(name)'" }
@@ -44,15 +47,23 @@ final class Client {
 
     enum SendResult { case sent, full, failed(Int32) }
 
-    /// One non-blocking datagram send.
+    /// One non-blocking datagram send; a full socket (EAGAIN, or ENOBUFS) is `.full`.
+    @inline(__always)
     static func send(_ fd: Int32, _ base: UnsafeRawPointer?, _ count: Int) -> SendResult {
-        while true {
-            let n = Glibc.send(fd, base, count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
-            if n >= 0 { return .sent }
-            let e = errno
-            if e == EINTR { continue }
-            if e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS { return .full }
-            return .failed(e)
+        do throws(SystemCallError) {
+            return try nonBlocking("send", { Glibc.send(fd, base, count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }) == nil ? .full : .sent
+        } catch {
+            return error.code == ENOBUFS ? .full : .failed(error.code)
+        }
+    }
+
+    /// One datagram with `descriptor` attached (SCM_RIGHTS), as `send`.
+    func send(_ bytes: [UInt8], with descriptor: Int32) -> SendResult {
+        do throws(SystemCallError) {
+            let n = try nonBlocking("sendmsg", { bytes.withUnsafeBytes { vsyncd_send_with_fd(fd, $0.baseAddress, $0.count, descriptor) } })
+            return n == nil ? .full : .sent
+        } catch {
+            return error.code == ENOBUFS ? .full : .failed(error.code)
         }
     }
 }

@@ -62,7 +62,7 @@ struct ComingUpCards {
 
 // Card lifecycle: cards that are coming up, cards that go and come back, and the names that
 // identify a card (bus path) and a monitor (EDID). Kept apart from the vblank queueing.
-extension DRMVBlankSource: CardLifecycle {
+extension DRMVBlankSource {
     var wantsRescanSoon: Bool { !comingUp.isEmpty }
 
     /// Whether the failed open of `path` is a card coming up, to be retried (and logs it once).

@@ -28,7 +28,8 @@ final class DRMVBlankSource: VBlankSource {
     private(set) var cards: [String: OpenCard] = [:]
     /// The same cards by fd: a readable fd finds its card in one indexed load.
     private var cardByFD = DescriptorTable<OpenCard>()
-    private var inotifyFD: Int32 = -1
+    /// Watches /dev/dri for cards that come and go (nil with --device, or when refused).
+    private var inotify: FileDescriptor?
     private var uevents: UeventSocket?
     /// CRTCs whose vblank `readEvents` just delivered, re-queued by `rearm`.
     private var toRequeue: [(card: OpenCard, pipe: Int)] = []
@@ -48,8 +49,7 @@ final class DRMVBlankSource: VBlankSource {
         self.explicitDevices = devices
         let paths = devices.isEmpty ? Card.primaryNodePaths() : devices
         guard !paths.isEmpty else {
-            throw DaemonError(DRMError(kind: .noDevice, errno: ENOENT, device: "/dev/dri", operation: "scan").description
-                + "; or run vsyncd --source timer:HZ for synthetic ticks")
+            throw .noCard(DRMError(kind: .noDevice, errno: ENOENT, device: "/dev/dri", operation: "scan"))
         }
         var firstError: DRMError?
         for path in paths {
@@ -57,29 +57,23 @@ final class DRMVBlankSource: VBlankSource {
                 try open(path)
             } catch {
                 // A card named on the command line must open; among discovered ones, skip the bad.
-                if !devices.isEmpty { throw DaemonError(error.description) }
+                if !devices.isEmpty { throw .card(error) }
                 if !retryLater(path, error) { logger.warning("skipping \(path): \(error)") }
                 firstError = firstError ?? error
             }
         }
-        guard !cards.isEmpty || !comingUp.isEmpty else {
-            throw DaemonError(firstError?.description ?? "no usable DRM card in /dev/dri")
-        }
-        if devices.isEmpty {
-            inotifyFD = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
-            if inotifyFD >= 0, inotify_add_watch(inotifyFD, "/dev/dri", UInt32(IN_CREATE | IN_DELETE)) < 0 {
+        guard !cards.isEmpty || !comingUp.isEmpty else { throw .noUsableCard(firstError) }
+        if devices.isEmpty, case let fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC)), fd >= 0 {
+            let watch = FileDescriptor(fd)
+            if inotify_add_watch(watch.raw, "/dev/dri", UInt32(IN_CREATE | IN_DELETE)) < 0 {
                 logger.warning("cannot watch /dev/dri for new cards: \(errnoText()); cards added later are found only when one fails")
-                close(inotifyFD)
-                inotifyFD = -1
+            } else {
+                inotify = consume watch
             }
         }
         var why = ""
         uevents = UeventSocket(failure: &why)
         if uevents == nil { logger.info("no DRM hotplug events (\(why)): displays that appear are found by a re-read four times a second while a client waits") }
-    }
-
-    deinit {
-        if inotifyFD >= 0 { close(inotifyFD) }
     }
 
     private func open(_ path: String) throws(DRMError) {
@@ -97,7 +91,7 @@ final class DRMVBlankSource: VBlankSource {
     var isSynthetic: Bool { false }
 
     var pollDescriptors: [Int32] {
-        cards.values.map(\.card.fileDescriptor) + (inotifyFD >= 0 ? [inotifyFD] : []) + (uevents.map { [$0.fd] } ?? [])
+        cards.values.map(\.card.fileDescriptor) + ((inotify?.raw).map { [$0] } ?? []) + (uevents.map { [$0.fd] } ?? [])
     }
 
     private func deviceName(_ path: String) -> String {
@@ -232,9 +226,9 @@ final class DRMVBlankSource: VBlankSource {
             if uevents.drainForDRM() { out.append(.devicesChanged) }
             return
         }
-        if fd == inotifyFD {
+        if fd == inotify?.raw {
             var buffer = [UInt8](repeating: 0, count: 4096)
-            while buffer.withUnsafeMutableBytes({ read(fd, $0.baseAddress, $0.count) }) > 0 {}
+            while let n = try? nonBlocking("read", { buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) } }), n > 0 {}
             out.append(.devicesChanged)
             return
         }

@@ -16,9 +16,12 @@ public enum Daemon {
         pthread_sigmask(SIG_BLOCK, &mask, nil)
         signal(SIGPIPE, SIG_IGN)
         raiseDescriptorLimit(toFit: configuration.maxClients, logger: logger)
-        let signalFD = signalfd(-1, &mask, Int32(SFD_NONBLOCK | SFD_CLOEXEC))
-        guard signalFD >= 0 else { throw DaemonError("signalfd failed: \(errnoText())") }
-        defer { close(signalFD) }
+        let signals: FileDescriptor
+        do throws(SystemCallError) {
+            signals = FileDescriptor(try systemCall("signalfd") { signalfd(-1, &mask, Int32(SFD_NONBLOCK | SFD_CLOEXEC)) })
+        } catch {
+            throw .system(error)
+        }
 
         let source: VBlankSource
         switch configuration.source {
@@ -41,7 +44,7 @@ public enum Daemon {
         }
         let notifier = SystemdNotifier(environment: environment)
         let server = try Server(configuration: configuration, source: source, listener: listener,
-                                notifier: notifier, signalFD: signalFD, logger: logger)
+                                notifier: notifier, signals: signals, logger: logger)
         try server.run()
     }
 

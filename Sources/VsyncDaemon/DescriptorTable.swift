@@ -15,4 +15,9 @@ struct DescriptorTable<Value> {
             slots[Int(fd)] = newValue
         }
     }
+
+    /// The fds whose value passes `test` (a rescan's, not the loop's: it walks the table).
+    func descriptors(where test: (Value) -> Bool) -> [Int32] {
+        slots.indices.compactMap { i in slots[i].map(test) == true ? Int32(i) : nil }
+    }
 }

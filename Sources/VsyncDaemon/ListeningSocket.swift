@@ -2,18 +2,18 @@ import Glibc
 import Logging
 
 /// The daemon's listening SOCK_SEQPACKET socket: made and bound here, or passed by systemd.
+/// Owns its fd, and the path it bound (unlinked when it goes).
 final class ListeningSocket {
-    let fd: Int32
+    let fd: FileDescriptor
     /// The path to unlink on exit; nil when systemd owns the socket.
     let ownedPath: String?
     let description: String
 
-    private init(fd: Int32, ownedPath: String?, description: String) {
+    private init(fd: consuming FileDescriptor, ownedPath: String?, description: String) {
         self.fd = fd; self.ownedPath = ownedPath; self.description = description
     }
 
     deinit {
-        close(fd)
         if let ownedPath { unlink(ownedPath) }
     }
 
@@ -27,17 +27,15 @@ final class ListeningSocket {
         var type: Int32 = 0, domain: Int32 = 0
         var len = socklen_t(MemoryLayout<Int32>.size)
         guard getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 else {
-            throw DaemonError("socket activation: fd 3 is not a socket (\(errnoText())): check vsyncd.socket")
+            throw .activatedNotASocket(errno: errno)
         }
         len = socklen_t(MemoryLayout<Int32>.size)
         _ = getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len)
-        guard type == Int32(SOCK_SEQPACKET.rawValue), domain == AF_UNIX else {
-            throw DaemonError("socket activation: fd 3 is not an AF_UNIX SOCK_SEQPACKET socket: set ListenSequentialPacket= in vsyncd.socket")
-        }
+        guard type == Int32(SOCK_SEQPACKET.rawValue), domain == AF_UNIX else { throw .activatedWrongKind }
         let flags = fcntl(fd, F_GETFL)
         _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        return ListeningSocket(fd: fd, ownedPath: nil, description: "fd 3 from systemd")
+        return ListeningSocket(fd: FileDescriptor(fd), ownedPath: nil, description: "fd 3 from systemd")
     }
 
     /// Binds `path` (removing a stale socket file), mode 0660, group `group` if it exists.
@@ -46,7 +44,7 @@ final class ListeningSocket {
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
         guard !bytes.isEmpty, bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
-            throw DaemonError("socket path \(path) is too long (\(bytes.count) bytes, at most 107): use a shorter --socket")
+            throw .socketPathTooLong(path: path, bytes: bytes.count)
         }
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
             for (i, b) in bytes.enumerated() { raw[i] = b }
@@ -60,22 +58,19 @@ final class ListeningSocket {
 
         try removeStale(path: path, address: address)
 
-        let fd = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw DaemonError("cannot create a unix socket: \(errnoText())") }
+        let made = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard made >= 0 else { throw .socketUnavailable(errno: errno) }
+        let fd = FileDescriptor(made)
         // Bind with a private umask so the socket never exists with looser permissions.
         let oldMask = umask(0o117)
         let rc = withUnsafePointer(to: &address) { p in
             p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                Glibc.bind(fd.raw, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
             }
         }
         let bindErrno = errno
         umask(oldMask)
-        guard rc == 0 else {
-            close(fd)
-            let hint = bindErrno == EACCES ? ": run vsyncd as a user who may write there, or pick another --socket" : ""
-            throw DaemonError("cannot bind \(path): \(errnoText(bindErrno))\(hint)")
-        }
+        guard rc == 0 else { throw .bind(path: path, errno: bindErrno) }
         chmod(path, 0o660)
         if let entry = getgrnam(group) {
             if chown(path, uid_t.max, entry.pointee.gr_gid) != 0 {
@@ -84,10 +79,10 @@ final class ListeningSocket {
         } else {
             logger.warning("group '\(group)' does not exist: \(path) keeps the daemon's group; create it or pass --group")
         }
-        guard listen(fd, 128) == 0 else {
+        guard listen(fd.raw, 128) == 0 else {
             let e = errno
-            close(fd); unlink(path)
-            throw DaemonError("cannot listen on \(path): \(errnoText(e))")
+            unlink(path)
+            throw .listen(path: path, errno: e)
         }
         return ListeningSocket(fd: fd, ownedPath: path, description: path)
     }
@@ -97,19 +92,18 @@ final class ListeningSocket {
         var st = stat()
         guard lstat(path, &st) == 0 else { return }
         guard (st.st_mode & S_IFMT) == S_IFSOCK else {
-            throw DaemonError("\(path) exists and is not a socket: remove it or pick another --socket")
+            throw .pathTaken(path: path)
         }
         let probe = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        defer { close(probe) }
+        guard probe >= 0 else { unlink(path); return }
+        let prober = FileDescriptor(probe)
         var addr = address
         let rc = withUnsafePointer(to: &addr) { p in
             p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(probe, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                connect(prober.raw, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
             }
         }
-        if rc == 0 {
-            throw DaemonError("another vsyncd is already serving \(path): stop it first or pick another --socket")
-        }
+        if rc == 0 { throw .alreadyServing(path: path) }
         unlink(path)
     }
 }

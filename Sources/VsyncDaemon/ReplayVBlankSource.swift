@@ -51,7 +51,7 @@ final class ReplayVBlankSource: VBlankSource {
         var speed = ReplaySpeed.one
         if let at = argument.lastIndex(of: "@"), let s = ReplaySpeed(argument[argument.index(after: at)...]) {
             guard s.numerator > 0, s.numerator <= 1000 * s.denominator else {
-                throw DaemonError("replay speed \(s) is out of range: use --source replay:FILE@SPEED with 0 < SPEED ≤ 1000")
+                throw .replaySpeed(s)
             }
             path = String(argument[..<at])
             speed = s
@@ -60,7 +60,7 @@ final class ReplayVBlankSource: VBlankSource {
         do {
             trace = try VBlankTrace(parsing: text)
         } catch {
-            throw DaemonError("replay trace \(path) is unreadable, \(error.description): record one with vsync-probe record")
+            throw .replayUnreadable(path: path, reason: error.description)
         }
         self.speed = speed
         self.logger = logger
@@ -82,7 +82,7 @@ final class ReplayVBlankSource: VBlankSource {
 
     private static func read(_ path: String) throws(DaemonError) -> String {
         guard let file = fopen(path, "r") else {
-            throw DaemonError("cannot open replay trace \(path): \(errnoText()); give --source replay:FILE with a trace from vsync-probe record")
+            throw .replayUnopenable(path: path, errno: errno)
         }
         defer { fclose(file) }
         var bytes: [UInt8] = []
@@ -96,7 +96,7 @@ final class ReplayVBlankSource: VBlankSource {
     }
 
     var isSynthetic: Bool { true }
-    var pollDescriptors: [Int32] { [timer.fd] }
+    var pollDescriptors: [Int32] { [timer.fd.raw] }
 
     private func sourceDisplay(_ id: UInt32) -> SourceDisplay? {
         guard let d = displays[id] else { return nil }
@@ -138,7 +138,7 @@ final class ReplayVBlankSource: VBlankSource {
     }
 
     func readEvents(from fd: Int32, into events: inout [SourceEvent]) {
-        guard fd == timer.fd else { return }
+        guard fd == timer.fd.raw else { return }
         timer.drain()
         let now = monotonicNow()
         while cursor < trace.events.count, due(trace.events[cursor].timeNs) <= now {

@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 import Logging
 import VsyncCore
@@ -8,18 +9,17 @@ extension Server {
     /// descriptor is freed for the accept and taken back after. Without this the listening socket
     /// stays readable and the loop would spin on EMFILE.
     func refuseWithSpareDescriptor() -> Bool {
-        guard spareFD >= 0 else { return false }
-        close(spareFD)
-        spareFD = -1
-        let fd = accept(listener.fd, nil, nil)
-        if fd >= 0 {
+        guard spare != nil else { return false }
+        spare = nil
+        let accepted = try? nonBlocking("accept") { accept(listener.fd.raw, nil, nil) }
+        if let accepted {
+            let fd = FileDescriptor(accepted)
             let refusal = ServerMessage.refused(Refusal(
                 code: .tooManyClients, message: "vsyncd is out of file descriptors; try again later"))
-            _ = refusal.encoded().withUnsafeBytes { Client.send(fd, $0.baseAddress, $0.count) }
-            close(fd)
+            _ = refusal.encoded().withUnsafeBytes { Client.send(fd.raw, $0.baseAddress, $0.count) }
         }
-        spareFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
-        return fd >= 0
+        spare = FileDescriptor(opening: "/dev/null", O_RDONLY)
+        return accepted != nil
     }
 
     /// Logs accept failures at most once a second, with how many there were.
@@ -35,7 +35,7 @@ extension Server {
 
     /// Sends REFUSED tooManyClients and closes. Logged at most once a second with a count, so a
     /// flood of connections cannot flood the log.
-    func refuse(_ fd: Int32, pid: Int32, uid: UInt32, _ message: String, log: String) {
+    func refuse(_ fd: consuming FileDescriptor, pid: Int32, uid: UInt32, _ message: String, log: String) {
         // Logged before the client can see the refusal, so the log never lags what it saw.
         refusalsSinceLog += 1
         let now = monotonicNow()
@@ -46,30 +46,32 @@ extension Server {
             refusalsSinceLog = 0
         }
         let refusal = ServerMessage.refused(Refusal(code: .tooManyClients, message: message))
-        _ = refusal.encoded().withUnsafeBytes { Client.send(fd, $0.baseAddress, $0.count) }
-        close(fd)
+        _ = refusal.encoded().withUnsafeBytes { Client.send(fd.raw, $0.baseAddress, $0.count) }
     }
 
     func acceptClients() {
         for _ in 0..<64 {
-            let fd = accept(listener.fd, nil, nil)
-            if fd < 0 {
-                let e = errno
-                if e == EAGAIN || e == EWOULDBLOCK { return }
-                if e == EINTR || e == ECONNABORTED { continue }
-                noteAcceptFailure(e)
-                if (e == EMFILE || e == ENFILE), refuseWithSpareDescriptor() { continue }
+            let accepted: Int32?
+            do throws(SystemCallError) {
+                accepted = try nonBlocking("accept") { accept(listener.fd.raw, nil, nil) }
+            } catch where error.code == ECONNABORTED {
+                continue
+            } catch {
+                noteAcceptFailure(error.code)
+                if error.code == EMFILE || error.code == ENFILE, refuseWithSpareDescriptor() { continue }
                 // Could not even refuse: stop watching the socket for a moment rather than spin.
-                unregister(listener.fd)
+                unregister(listener.fd.raw)
                 listenerPausedUntilNs = monotonicNow() + 100_000_000
                 updateHousekeeping()
                 return
             }
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            guard let accepted else { return }
+            let fd = FileDescriptor(accepted)
+            _ = fcntl(fd.raw, F_SETFL, fcntl(fd.raw, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd.raw, F_SETFD, FD_CLOEXEC)
             var cred = (pid: Int32(0), uid: UInt32(0), gid: UInt32(0))  // struct ucred
             var len = socklen_t(MemoryLayout.size(ofValue: cred))
-            _ = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len)
+            _ = getsockopt(fd.raw, SOL_SOCKET, SO_PEERCRED, &cred, &len)
             if clients.count >= configuration.maxClients {
                 refuse(fd, pid: cred.pid, uid: cred.uid,
                        "vsyncd serves at most \(configuration.maxClients) clients; try again later",
@@ -85,16 +87,15 @@ extension Server {
                 continue
             }
             var size = Self.clientSendBuffer
-            _ = setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-            let client = Client(fd: fd, pid: cred.pid, uid: cred.uid)
+            _ = setsockopt(fd.raw, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+            let client = Client(socket: fd, pid: cred.pid, uid: cred.uid)
             do {
-                try register(fd, .client)
+                try register(client.fd, .client)
             } catch {
                 logger.error("\(error)")
-                close(fd)
                 continue
             }
-            clients[fd] = client
+            clients[client.fd] = client
             statusDirty = true
             logger.info("client connected: pid \(cred.pid) uid \(cred.uid) (\(clients.count) client(s))")
         }
@@ -112,15 +113,16 @@ extension Server {
     func readRequests(_ client: Client) {
         // A bounded batch per wake-up, so one chatty client cannot starve the others.
         for _ in 0..<32 {
-            let n = recv(client.fd, receiveBuffer.baseAddress, receiveBuffer.count, Int32(MSG_DONTWAIT) | Int32(MSG_TRUNC))
-            if n == 0 { disconnect(client, reason: "closed by client", level: .info); return }
-            if n < 0 {
-                let e = errno
-                if e == EAGAIN || e == EWOULDBLOCK { return }
-                if e == EINTR { continue }
-                disconnect(client, reason: "recv failed: \(errnoText(e))", level: .info)
-                return
+            let received: Int?
+            do throws(SystemCallError) {
+                received = try nonBlocking("recv") { () -> Int in
+                    recv(client.fd, receiveBuffer.baseAddress, receiveBuffer.count, Int32(MSG_DONTWAIT) | Int32(MSG_TRUNC))
+                }
+            } catch {
+                return disconnect(client, reason: "recv failed: \(errnoText(error.code))", level: .info)
             }
+            guard let n = received else { return }
+            if n == 0 { disconnect(client, reason: "closed by client", level: .info); return }
             let bytes = UnsafeRawBufferPointer(rebasing: receiveBuffer[0..<min(n, receiveBuffer.count)])
             let result: Result<ClientMessage, WireError>
             do throws(WireError) {
@@ -364,7 +366,6 @@ extension Server {
             blockedClients -= 1
         }
         unregister(client.fd)
-        close(client.fd)
         clients[client.fd] = nil
         statusDirty = true
         logger.log(level: level, "client disconnected: \(client.label): \(reason) (\(clients.count) client(s))")

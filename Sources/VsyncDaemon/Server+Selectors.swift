@@ -132,7 +132,7 @@ extension Server {
     /// unplugged connector's CRTC off, setting the card's others to its own mode), so the first
     /// rescan can read the CRTCs as they were; the second, 300 ms on, reads what fbdev did.
     func hotplugged() {
-        (source as? CardLifecycle)?.hotplugged()
+        source.hotplugged()
         rescanDisplays(announce: true)
         rescanAgainAtNs = monotonicNow() &+ 300_000_000
         updateHousekeeping()

@@ -16,10 +16,6 @@ extension Server {
     }
 
     @Sendable static func readSuspendClocks() -> (monotonicNs: UInt64, boottimeNs: UInt64) {
-        var mono = timespec(), boot = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &mono)
-        clock_gettime(CLOCK_BOOTTIME, &boot)
-        return (UInt64(mono.tv_sec) * 1_000_000_000 + UInt64(mono.tv_nsec),
-                UInt64(boot.tv_sec) * 1_000_000_000 + UInt64(boot.tv_nsec))
+        (clockNow(CLOCK_MONOTONIC), clockNow(CLOCK_BOOTTIME))
     }
 }

@@ -12,15 +12,10 @@ extension Server {
     /// client lives without the page, as with a daemon that has none.
     func sendTimingPage(to client: Client) {
         guard let page = timingPage, client.closeReason == nil, !client.isBlocked else { return }
-        let bytes = page.message.encoded(version: client.version ?? WireProtocol.currentVersion)
-        let n = bytes.withUnsafeBytes { vsyncd_send_with_fd(client.fd, $0.baseAddress, $0.count, page.clientFD) }
-        if n < 0 {
-            let e = Int32(-n)
-            if e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS {
-                logger.debug("client \(client.label): no timing page (socket full at the handshake)")
-            } else {
-                sendFailed(client, e)
-            }
+        switch client.send(page.message.encoded(version: client.version ?? WireProtocol.currentVersion), with: page.clientFD) {
+        case .sent: break
+        case .full: logger.debug("client \(client.label): no timing page (socket full at the handshake)")
+        case .failed(let e): sendFailed(client, e)
         }
     }
 

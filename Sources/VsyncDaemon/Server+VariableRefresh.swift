@@ -90,13 +90,7 @@ extension Server {
     /// (protocol 5: what a client maps the event's times onto the wall clock with).
     func displayEvent(_ kind: DisplayEventKind, _ d: Display) -> DisplayEvent {
         var record = info(d)
-        record.clock = ClockPair.tightest(monotonic: monotonicNow, realtime: realtimeNow)
+        record.clock = ClockPair.tightest(monotonic: monotonicNow, realtime: { clockNow(CLOCK_REALTIME) })
         return DisplayEvent(kind: kind, display: record)
     }
-}
-
-func realtimeNow() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_REALTIME, &ts)
-    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
 }

@@ -17,7 +17,8 @@ final class Server {
     let listener: ListeningSocket
     let notifier: SystemdNotifier?
     let epoll: Epoll
-    let signalFD: Int32
+    /// The signalfd (SIGTERM, SIGINT).
+    let signals: FileDescriptor
     let housekeeping: TimerFD
     var housekeepingInterval: UInt64?
     /// One absolute timer for every subscription's pacing wake: armed at the earliest.
@@ -54,7 +55,7 @@ final class Server {
     /// The rescan that follows a hotplug's (see `hotplugged`).
     var rescanAgainAtNs: UInt64?
     /// Held open so that a refusal can still be accepted and sent when out of descriptors.
-    var spareFD: Int32 = open("/dev/null", O_RDONLY | O_CLOEXEC)
+    var spare: FileDescriptor? = FileDescriptor(opening: "/dev/null", O_RDONLY)
     var acceptFailures = 0
     var lastAcceptLogNs: UInt64 = 0
     var refusalsSinceLog = 0
@@ -76,12 +77,12 @@ final class Server {
     static let clientSendBuffer: Int32 = 8192
 
     init(configuration: DaemonConfiguration, source: VBlankSource, listener: ListeningSocket,
-         notifier: SystemdNotifier?, signalFD: Int32, logger: Logger) throws(DaemonError) {
+         notifier: SystemdNotifier?, signals: consuming FileDescriptor, logger: Logger) throws(DaemonError) {
         self.configuration = configuration
         self.source = source
         self.listener = listener
         self.notifier = notifier
-        self.signalFD = signalFD
+        self.signals = signals
         self.logger = logger
         epoll = try Epoll()
         do {
@@ -92,14 +93,13 @@ final class Server {
         }
         housekeeping = try TimerFD()
         pacing = try TimerFD()
-        try register(listener.fd, .listener)
-        try register(signalFD, .signal)
-        try register(housekeeping.fd, .housekeeping)
-        try register(pacing.fd, .pacing)
+        try register(listener.fd.raw, .listener)
+        try register(self.signals.raw, .signal)
+        try register(housekeeping.fd.raw, .housekeeping)
+        try register(pacing.fd.raw, .pacing)
     }
 
     deinit {
-        if spareFD >= 0 { close(spareFD) }
         receiveBuffer.deallocate()
         tickBuffer.deallocate()
     }
@@ -161,8 +161,8 @@ final class Server {
 
     func readSignal() {
         var info = [UInt8](repeating: 0, count: 128)  // struct signalfd_siginfo
-        let n = info.withUnsafeMutableBytes { read(signalFD, $0.baseAddress, 128) }
-        guard n >= 4 else { return }
+        guard let n = try? nonBlocking("read", { info.withUnsafeMutableBytes { read(signals.raw, $0.baseAddress, 128) } }),
+              n >= 4 else { return }
         let signo = info.withUnsafeBytes { $0.load(as: UInt32.self) }
         logger.info("stopping on \(signo == UInt32(SIGTERM) ? "SIGTERM" : signo == UInt32(SIGINT) ? "SIGINT" : "signal \(signo)")")
         running = false
@@ -225,7 +225,7 @@ final class Server {
         lastHousekeepingNs = now
         if let until = listenerPausedUntilNs, now >= until {
             listenerPausedUntilNs = nil
-            do { try register(listener.fd, .listener) } catch { logger.error("\(error)") }
+            do { try register(listener.fd.raw, .listener) } catch { logger.error("\(error)") }
         }
         if let w = notifier?.watchdogIntervalNs, now &- lastWatchdogNs >= w * 9 / 10 {
             lastWatchdogNs = now

@@ -1,16 +1,17 @@
 import CLinux
 import Glibc
 
-/// A CLOCK_MONOTONIC timerfd. Owns its fd (closed in deinit).
+/// A CLOCK_MONOTONIC timerfd. Owns its fd.
 final class TimerFD {
-    let fd: Int32
+    let fd: FileDescriptor
 
     init() throws(DaemonError) {
-        fd = timerfd_create(CLOCK_MONOTONIC, Int32(TFD_NONBLOCK | TFD_CLOEXEC))
-        guard fd >= 0 else { throw DaemonError("timerfd_create failed: \(errnoText())") }
+        do throws(SystemCallError) {
+            fd = FileDescriptor(try systemCall("timerfd_create") { timerfd_create(CLOCK_MONOTONIC, Int32(TFD_NONBLOCK | TFD_CLOEXEC)) })
+        } catch {
+            throw .system(error)
+        }
     }
-
-    deinit { close(fd) }
 
     /// Fires at absolute monotonic `deadlineNs`, then every `intervalNs` (0: once) with no
     /// further syscall. A deadline already past fires at once.
@@ -19,7 +20,7 @@ final class TimerFD {
         // 0 would disarm: a deadline of 0 means "now".
         spec.it_value = Self.timespec(ns: max(deadlineNs, 1))
         spec.it_interval = Self.timespec(ns: intervalNs)
-        _ = timerfd_settime(fd, Int32(TFD_TIMER_ABSTIME), &spec, nil)
+        _ = timerfd_settime(fd.raw, Int32(TFD_TIMER_ABSTIME), &spec, nil)
     }
 
     /// Fires every `intervalNs`, first after one interval.
@@ -27,19 +28,19 @@ final class TimerFD {
         var spec = itimerspec()
         spec.it_value = Self.timespec(ns: intervalNs)
         spec.it_interval = spec.it_value
-        _ = timerfd_settime(fd, 0, &spec, nil)
+        _ = timerfd_settime(fd.raw, 0, &spec, nil)
     }
 
     func disarm() {
         var spec = itimerspec()
-        _ = timerfd_settime(fd, 0, &spec, nil)
+        _ = timerfd_settime(fd.raw, 0, &spec, nil)
     }
 
     /// Reads the expiration count (0 if none: a spurious wake-up).
     @discardableResult
     func drain() -> UInt64 {
         var count: UInt64 = 0
-        let n = read(fd, &count, 8)
+        let n = try? nonBlocking("read") { read(fd.raw, &count, 8) }
         return n == 8 ? count : 0
     }
 

@@ -28,7 +28,7 @@ final class TimerVBlankSource: VBlankSource {
 
     init(hertz: Double) throws(DaemonError) {
         guard hertz.isFinite, hertz >= 1, hertz <= 1000 else {
-            throw DaemonError("timer rate \(hertz) Hz is out of range: use --source timer:HZ with 1 ≤ HZ ≤ 1000")
+            throw .timerRate(hertz: hertz)
         }
         rate = RefreshRate(hertz: hertz)
         periodNs = rate.periodNanoseconds
@@ -37,7 +37,7 @@ final class TimerVBlankSource: VBlankSource {
     }
 
     var isSynthetic: Bool { true }
-    var pollDescriptors: [Int32] { [timer.fd] }
+    var pollDescriptors: [Int32] { [timer.fd.raw] }
 
     private var display: SourceDisplay {
         SourceDisplay(key: Self.key, connectorID: 0, connectorName: "timer", deviceName: "timer",
@@ -78,7 +78,7 @@ final class TimerVBlankSource: VBlankSource {
     /// The sequence comes from the clock, not from the timer's expiration count, so the tick
     /// goes out before the timer is read (`rearm`).
     func readEvents(from fd: Int32, into events: inout [SourceEvent]) {
-        guard fd == timer.fd else { return }
+        guard fd == timer.fd.raw else { return }
         pendingRearm = .drain
         guard active else { return }
         let now = monotonicNow()

@@ -8,37 +8,38 @@ import Glibc
 /// the cards while a subscription waits for a display; this only makes plugging in a monitor
 /// (or a card appearing) show at once.
 final class UeventSocket {
-    let fd: Int32
+    let socket: FileDescriptor
+
+    var fd: Int32 { socket.raw }
 
     /// Nil, with the reason, where netlink is not allowed (a sandbox without AF_NETLINK).
     init?(failure: inout String) {
-        fd = socket(AF_NETLINK, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), NETLINK_KOBJECT_UEVENT)
+        let fd = Glibc.socket(AF_NETLINK, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), NETLINK_KOBJECT_UEVENT)
         guard fd >= 0 else {
             failure = "socket(AF_NETLINK): \(errnoText())"
             return nil
         }
+        let socket = FileDescriptor(fd)
         var address = sockaddr_nl()
         address.nl_family = sa_family_t(AF_NETLINK)
         address.nl_groups = 1  // the kernel's events, not udev's re-broadcast
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_nl>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket.raw, $0, socklen_t(MemoryLayout<sockaddr_nl>.size)) }
         }
         guard bound == 0 else {
             failure = "bind(NETLINK_KOBJECT_UEVENT): \(errnoText())"
-            close(fd)
             return nil
         }
+        self.socket = socket
     }
-
-    deinit { close(fd) }
 
     /// Reads every waiting uevent; true if one was about DRM (a hotplug, a card added or removed).
     func drainForDRM() -> Bool {
         var buffer = [UInt8](repeating: 0, count: 8192)
         var drm = false
         while true {
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-            guard n > 0 else { return drm }
+            let received = try? nonBlocking("recv") { buffer.withUnsafeMutableBytes { recv(socket.raw, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) } }
+            guard let n = received, n > 0 else { return drm }
             // "ACTION@DEVPATH\0KEY=VALUE\0…": the one that matters here is SUBSYSTEM=drm.
             if !drm { drm = Self.isDRM(buffer[0..<n]) }
         }

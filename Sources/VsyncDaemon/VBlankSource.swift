@@ -85,15 +85,6 @@ protocol VBlankSource: AnyObject {
     /// Reads the display's `VRR_ENABLED` now (one property read, no re-read of the mode); nil
     /// when the source has no such property. The server polls it while someone follows.
     func variableRefreshEnabled(_ key: DisplayKey) -> Bool?
-}
-
-extension VBlankSource {
-    func rearm(into events: inout [SourceEvent]) {}
-    func variableRefreshEnabled(_ key: DisplayKey) -> Bool? { nil }
-}
-
-/// Card lifecycle: a card whose node is there but cannot be opened yet.
-protocol CardLifecycle {
     /// A card is coming up (its node appeared before it could be opened): the server rescans at
     /// its housekeeping rate until it opens or the source gives up on it.
     var wantsRescanSoon: Bool { get }
@@ -101,10 +92,10 @@ protocol CardLifecycle {
     func hotplugged()
 }
 
-extension CardLifecycle {
-    func hotplugged() {}
-}
-
 extension VBlankSource {
-    var wantsRescanSoon: Bool { (self as? CardLifecycle)?.wantsRescanSoon ?? false }
+    func rearm(into events: inout [SourceEvent]) {}
+    func variableRefreshEnabled(_ key: DisplayKey) -> Bool? { nil }
+    /// Sources without cards (the timer, a replay) have none coming up.
+    var wantsRescanSoon: Bool { false }
+    func hotplugged() {}
 }

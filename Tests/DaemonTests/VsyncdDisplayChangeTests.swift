@@ -24,7 +24,7 @@ final class ScriptedVBlankSource: VBlankSource, Sendable {
         var activations = 0
         /// The driver refuses vblank events (as some do with EPERM) although the CRTC is lit.
         var refusing = false
-        /// A card is coming up (CardLifecycle): the server should rescan until it is there.
+        /// A card is coming up (`wantsRescanSoon`): the server should rescan until it is there.
         var comingUp = false
         /// VRR_ENABLED reads (the server polls it while a VRR-capable display is followed).
         var variableRefreshPolls = 0
@@ -125,13 +125,13 @@ final class InProcessDaemon: @unchecked Sendable {
         var logger = Logger(label: "vsyncd-test")
         logger.logLevel = .critical
         let listener = try ListeningSocket.bind(path: socketPath, group: "video", logger: logger)
+        // The server owns the pipe's read end from here (its loop's stop signal) and closes it.
         let server = try Server(configuration: DaemonConfiguration(), source: source, listener: listener,
-                                notifier: nil, signalFD: fds[0], logger: logger)
+                                notifier: nil, signals: FileDescriptor(fds[0]), logger: logger)
         if let clocks { server.suspendClocks = clocks }
-        let box = ServerBox(server: server, signalRead: fds[0])
+        let box = ServerBox(server: server)
         Thread.detachNewThread { [done] in
             try? box.server.run()
-            close(box.signalRead)
             done.signal()
         }
     }
@@ -147,8 +147,7 @@ final class InProcessDaemon: @unchecked Sendable {
 
 private final class ServerBox: @unchecked Sendable {
     let server: Server
-    let signalRead: Int32
-    init(server: Server, signalRead: Int32) { self.server = server; self.signalRead = signalRead }
+    init(server: Server) { self.server = server }
 }
 
 extension VsyncdTests {

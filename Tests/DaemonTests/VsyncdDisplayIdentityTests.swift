@@ -5,7 +5,7 @@ import VsyncCore
 @testable import VsyncDaemon
 import VsyncDRM
 
-extension ScriptedVBlankSource: CardLifecycle {
+extension ScriptedVBlankSource {
     var wantsRescanSoon: Bool { state.withLock { $0.comingUp } }
     func setComingUp(_ on: Bool) { state.withLock { $0.comingUp = on } }
 }

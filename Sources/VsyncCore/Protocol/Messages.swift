@@ -42,7 +42,9 @@ public struct Refusal: Sendable, Equatable {
 
 /// Which display a subscription wants.
 public enum DisplaySelector: Sendable, Equatable, Hashable {
-    /// The first active display (lowest display id flagged `.primary`).
+    /// The primary display, as the daemon picks it (the one whose record is flagged
+    /// `.primary`): the built-in panel (eDP, LVDS, DSI) while it is lit, else the first lit
+    /// display in the kernel's order (cards by number, then connectors); none while all are off.
     case primary
     case crtc(UInt32)
     /// A connector name such as "Virtual-1", "HDMI-A-1", or "timer".
