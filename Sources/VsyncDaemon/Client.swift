@@ -14,8 +14,10 @@ final class Client {
     let pid: Int32
     let uid: UInt32
     var name = ""
-    /// Set by a successful HELLO.
-    var version: UInt16?
+    /// The protocol version agreed at HELLO; nil before it.
+    private(set) var version: UInt16?
+    /// What that version lets the connection do, decided once at HELLO (none before it).
+    private(set) var features: ProtocolFeatures = []
     var subscriptions: [UInt32: Subscription] = [:]
     /// Subscriptions to a display that is not there yet (protocol 2), by id: attached when it appears.
     var waiting: [UInt32: Subscribe] = [:]
@@ -40,6 +42,15 @@ final class Client {
     init(socket: consuming FileDescriptor, pid: Int32, uid: UInt32) {
         self.socket = socket; self.pid = pid; self.uid = uid
     }
+
+    /// HELLO agreed on `version`: what the connection can do is fixed from here.
+    func handshaken(version: UInt16) {
+        self.version = version
+        features = ProtocolFeatures(version: version)
+    }
+
+    /// The version messages to it are encoded at: its own, or the oldest before HELLO.
+    var encodingVersion: UInt16 { version ?? WireProtocol.minimumVersion }
 
     var label: String { name.isEmpty ? "pid \(pid) uid \(uid)" : "pid \(pid) uid \(uid) '\(name)'" }
 

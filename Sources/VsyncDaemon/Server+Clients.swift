@@ -177,11 +177,11 @@ extension Server {
             fail(client, .refused(Refusal(code: .versionUnsupported, message: text)), reason: "refused: \(text)")
             return
         }
-        client.version = high
+        client.handshaken(version: high)
         logger.debug("client \(client.label): protocol \(high)")
         send(ServerMessage.welcome(Welcome(
             version: high, serverFlags: source.isSynthetic ? .syntheticSource : [], serverPID: UInt32(getpid()))), to: client)
-        if high >= 5 { sendTimingPage(to: client) }
+        if client.features.contains(.timingPage) { sendTimingPage(to: client) }
     }
 
     func handle(_ message: ClientMessage, from client: Client) {
@@ -206,7 +206,7 @@ extension Server {
             updatePacing(sub.display)
             send(subscribed(sub), to: client)
         case .setWorkDuration(let request):
-            guard (client.version ?? 1) >= 2 else {
+            guard client.features.contains(.workDurations) else {
                 return fail(client, .error(ErrorMessage(code: .unknownType, message: "SET_WORK_DURATION needs protocol 2")), reason: "SET_WORK_DURATION at protocol 1")
             }
             if client.waiting[request.subscriptionID] != nil {
@@ -268,13 +268,13 @@ extension Server {
             return
         }
         var request = request
-        if (client.version ?? 1) < 2 {
+        if !client.features.contains(.workDurations) {
             // Protocol 1 had neither: its flag bit 1 was reserved and its SUBSCRIBE ends at the range.
             request.workDurationNs = 0
             request.flags.remove(.predictWhileOff)
         }
-        // Bit 2 was reserved, and ignored, before protocol 5.
-        if (client.version ?? 1) < 5 { request.flags.remove(.pageOnly) }
+        // Bit 2 was reserved, and ignored, before the timing page.
+        if !client.features.contains(.timingPage) { request.flags.remove(.pageOnly) }
         // The display's mode and state as they are now, not as last seen: its first tick must
         // not come at an old mode, and `primary` must pick a display that is lit.
         refreshDisplays()
@@ -282,16 +282,16 @@ extension Server {
         switch resolve(request.selector) {
         case .one(let d): found = d
         case .ambiguous(let matches):
-            send(ServerMessage.error(ErrorMessage(code: .unknownDisplay, subscriptionID: id, message: ambiguity(request.selector, matches, version: client.version ?? 1))), to: client)
+            send(ServerMessage.error(ErrorMessage(code: .unknownDisplay, subscriptionID: id, message: ambiguity(request.selector, matches, features: client.features))), to: client)
             return
         case .none:
             // A display that may still come (the service started before the mode was set):
-            // protocol 2 clients wait for it; display ids and CRTC ids name what is gone.
-            // Protocol 1 had no waiting: its `primary` is the first display even while all are off.
-            if client.version == 1, request.selector == .primary, let first = displaysInKernelOrder.first {
+            // clients that can wait do; display ids and CRTC ids name what is gone. Protocol 1
+            // had no waiting: its `primary` is the first display even while all are off.
+            if !client.features.contains(.waitingSubscriptions), request.selector == .primary, let first = displaysInKernelOrder.first {
                 return attach(client, request, to: first)
             }
-            if (client.version ?? 1) >= 2, request.selector.canAppearLater {
+            if client.features.contains(.waitingSubscriptions), request.selector.canAppearLater {
                 client.waiting[id] = request
                 logger.debug("client \(client.label): subscription \(id) waits for \(request.selector)")
                 send(waitingAnswer(id), to: client)
@@ -299,7 +299,7 @@ extension Server {
                 return
             }
             let problem = "no display matches \(request.selector.text)"
-            let text = problem + "; " + displayNames(version: client.version ?? 1, after: problem.utf8.count + 2)
+            let text = problem + "; " + displayNames(features: client.features, after: problem.utf8.count + 2)
             send(ServerMessage.error(ErrorMessage(code: .unknownDisplay, subscriptionID: id, message: text)), to: client)
             return
         }

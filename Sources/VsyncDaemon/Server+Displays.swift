@@ -144,7 +144,7 @@ extension Server {
         publishTiming(d, flags: event.display.flags)
         let message = ServerMessage.displayEvent(event)
         var told = Set<Int32>()
-        for sub in d.subscriptions where (sub.client.version ?? 1) >= kind.minimumVersion && told.insert(sub.client.fd).inserted {
+        for sub in d.subscriptions where sub.client.features.isSuperset(of: kind.requiredFeatures) && told.insert(sub.client.fd).inserted {
             send(message, to: sub.client)
         }
     }

@@ -55,20 +55,21 @@ extension Server {
     }
 
     // What a refusal suggests is typed back by people and programs, so every selector it names
-    // is one this daemon resolves to that display alone, in a form the client's protocol
-    // version can send (kind 4 from version 3 on): each candidate is parsed and resolved
-    // before it is offered, and `display:ID` is the form that always works.
+    // is one this daemon resolves to that display alone, in a form the client can send (card
+    // and monitor selectors, kind 4, only with `cardSelectors`): each candidate is parsed and
+    // resolved before it is offered, and `display:ID` is the form that always works.
 
-    /// A selector that names `d` alone for a client at `version`: its connector on its card
-    /// (version 3; its CRTC on its card first when `byCRTC`), its connector name (versions 1
-    /// and 2), else its display id.
-    func selectorText(naming d: Display, version: UInt16, byCRTC: Bool = false) -> String {
+    /// A selector that names `d` alone for a client with `features`: its connector on its card
+    /// (with `cardSelectors`; its CRTC on its card first when `byCRTC`), else its connector
+    /// name, else its display id.
+    func selectorText(naming d: Display, features: ProtocolFeatures, byCRTC: Bool = false) -> String {
+        let onCard = features.contains(.cardSelectors)
         let card = "@" + d.source.deviceName
-        let byName = version >= 3 ? d.source.connectorName + card : d.source.connectorName
+        let byName = onCard ? d.source.connectorName + card : d.source.connectorName
         let crtc = "crtc:\(d.key.crtcID)" + card
-        let candidates = version >= 3 ? (byCRTC ? [crtc, byName] : [byName, crtc]) : [byName]
+        let candidates = onCard ? (byCRTC ? [crtc, byName] : [byName, crtc]) : [byName]
         for text in candidates {
-            guard let selector = try? DisplaySelector.parse(text), selector.kind < 4 || version >= 3,
+            guard let selector = try? DisplaySelector.parse(text), selector.kind < 4 || onCard,
                   case .one(let found) = resolve(selector), found === d else { continue }
             return text
         }
@@ -76,17 +77,17 @@ extension Server {
     }
 
     /// The one line refusing a selector more than one display matches: each candidate named so
-    /// that it works when sent back (`crtc:45@card1` from version 3 on).
-    func ambiguity(_ selector: DisplaySelector, _ matches: [Display], version: UInt16) -> String {
+    /// that it works when sent back (`crtc:45@card1` with `cardSelectors`).
+    func ambiguity(_ selector: DisplaySelector, _ matches: [Display], features: ProtocolFeatures) -> String {
         let byCRTC = if case .crtc = selector { true } else { false }
-        let names = matches.map { selectorText(naming: $0, version: version, byCRTC: byCRTC) }
+        let names = matches.map { selectorText(naming: $0, features: features, byCRTC: byCRTC) }
         return "\(selector.text) matches \(matches.count) displays (\(names.joined(separator: ", "))): name one, as in \(names[names.count - 1])"
     }
 
     /// "displays: A, B (vsync-probe list)" for a refusal whose own text takes `used` bytes: as
     /// many names as fit in an ERROR's text whole (a name cut short would not resolve).
-    func displayNames(version: UInt16, after used: Int) -> String {
-        let names = displaysInKernelOrder.map { selectorText(naming: $0, version: version) }
+    func displayNames(features: ProtocolFeatures, after used: Int) -> String {
+        let names = displaysInKernelOrder.map { selectorText(naming: $0, features: features) }
         guard !names.isEmpty else { return "displays: none (vsync-probe list)" }
         var shown: [String] = []
         for (i, name) in names.enumerated() {
@@ -105,7 +106,6 @@ extension Server {
     /// nothing is. What would make the message malformed, or the id taken, is answered first
     /// (the codec has judged the rest of the wire, kind 4 before protocol 3 included).
     func refuseSelector(_ client: Client, id: UInt32, _ problem: String) {
-        let version = client.version ?? 1
         if id == 0 {
             return fail(client, .error(ErrorMessage(code: .malformed, message: "subscription id 0 is reserved")), reason: "subscription id 0")
         }
@@ -113,7 +113,7 @@ extension Server {
             return send(ServerMessage.error(ErrorMessage(code: .duplicateSubscription, subscriptionID: id, message: "subscription \(id) already exists")), to: client)
         }
         refreshDisplays()
-        let text = problem + "; " + displayNames(version: version, after: problem.utf8.count + 2)
+        let text = problem + "; " + displayNames(features: client.features, after: problem.utf8.count + 2)
         send(ServerMessage.error(ErrorMessage(code: .unknownDisplay, subscriptionID: id, message: text)), to: client)
     }
 
@@ -140,13 +140,13 @@ extension Server {
 
     /// Sends `message` encoded for the client's protocol version (display records grew in 3).
     func send(_ message: ServerMessage, to client: Client) {
-        send(message.encoded(version: client.version ?? WireProtocol.minimumVersion), to: client)
+        send(message.encoded(version: client.encodingVersion), to: client)
     }
 
-    /// Notices a new primary display and moves the protocol 3 subscriptions that follow
-    /// `primary` (also `@card`) to the display their selector names now: each gets SUBSCRIBED
-    /// for its new display, then a `modeChanged` with that display's record. Older protocols
-    /// stay on the display they were bound to, as they always did.
+    /// Notices a new primary display and moves the subscriptions that follow `primary` (also
+    /// `@card`), for clients that follow it, to the display their selector names now: each gets
+    /// SUBSCRIBED for its new display, then a `modeChanged` with that display's record. Older
+    /// protocols stay on the display they were bound to, as they always did.
     func updatePrimary() {
         let now = primaryID
         guard now != lastPrimaryID else { return }
@@ -156,7 +156,7 @@ extension Server {
         lastPrimaryID = now
         statusDirty = true
         for d in displays {
-            for sub in d.subscriptions where (sub.client.version ?? 1) >= 3 && sub.followsPrimary {
+            for sub in d.subscriptions where sub.client.features.contains(.followingPrimary) && sub.followsPrimary {
                 guard case .one(let target) = resolve(sub.selector), target !== d else { continue }
                 move(sub, to: target)
             }
@@ -171,12 +171,12 @@ extension Server {
         send(ServerMessage.displayEvent(displayEvent(.modeChanged, d)), to: client)
     }
 
-    /// The display is gone: protocol 3 subscriptions that named it by something that can come
-    /// back (a connector, `primary`, a card, an EDID) wait for it, as a SUBSCRIBE for a display
-    /// not there yet does; the others end. Returns whether `sub` now waits.
+    /// The display is gone: subscriptions of clients that wait through a removal, named by
+    /// something that can come back (a connector, `primary`, a card, an EDID), wait for it, as
+    /// a SUBSCRIBE for a display not there yet does; the others end. Whether `sub` now waits.
     func keepWaiting(_ sub: Subscription) -> Bool {
         let client = sub.client
-        guard (client.version ?? 1) >= 3, sub.selector.canAppearLater, client.closeReason == nil else { return false }
+        guard client.features.contains(.waitingThroughRemoval), sub.selector.canAppearLater, client.closeReason == nil else { return false }
         client.waiting[sub.id] = sub.request
         return true
     }

@@ -149,7 +149,7 @@ extension Server {
     }
 
     func sendTick(_ tick: Tick, _ sub: Subscription, stamp: UInt64 = 0) -> Client.SendResult {
-        let version = sub.client.version ?? WireProtocol.minimumVersion
+        let version = sub.client.encodingVersion
         let n: Int
         if stamp != 0 && encodedTick.stamp == stamp && encodedTick.version == version {
             // The buffer holds this very tick for another subscriber: only whose it is and its

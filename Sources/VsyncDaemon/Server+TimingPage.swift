@@ -12,7 +12,7 @@ extension Server {
     /// client lives without the page, as with a daemon that has none.
     func sendTimingPage(to client: Client) {
         guard let page = timingPage, client.closeReason == nil, !client.isBlocked else { return }
-        switch client.send(page.message.encoded(version: client.version ?? WireProtocol.currentVersion), with: page.clientFD) {
+        switch client.send(page.message.encoded(version: client.encodingVersion), with: page.clientFD) {
         case .sent: break
         case .full: logger.debug("client \(client.label): no timing page (socket full at the handshake)")
         case .failed(let e): sendFailed(client, e)

@@ -249,7 +249,7 @@ final class Server {
         } else if waiting, now &- lastRescanNs >= Self.housekeepingNs {
             rescanDisplays(announce: true)
         } else if now &- lastRescanNs >= Self.fallbackHousekeepingNs,
-                  displays.contains(where: { $0.subscriptions.contains { !$0.paused && $0.followsPrimary && ($0.client.version ?? 1) >= 3 } }) {
+                  displays.contains(where: { $0.subscriptions.contains { !$0.paused && $0.followsPrimary && $0.client.features.contains(.followingPrimary) } }) {
             rescanDisplays(announce: true)
         }
         for d in displays {

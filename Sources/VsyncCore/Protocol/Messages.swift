@@ -367,7 +367,12 @@ public enum DisplayEventKind: UInt16, Sendable, CaseIterable {
     case variableRefreshChanged = 6
 
     /// The first protocol version that may be sent this kind.
-    public var minimumVersion: UInt16 { self == .variableRefreshChanged ? 5 : 1 }
+    public var minimumVersion: UInt16 {
+        self == .variableRefreshChanged ? WireProtocol.variableRefreshSinceVersion : WireProtocol.minimumVersion
+    }
+
+    /// What a connection must be able to do to be sent this kind.
+    public var requiredFeatures: ProtocolFeatures { self == .variableRefreshChanged ? .variableRefresh : [] }
 }
 
 /// DISPLAY_EVENT: sent to every client subscribed to the display (added: to every client).

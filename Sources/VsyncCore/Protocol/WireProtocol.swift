@@ -25,6 +25,64 @@ public enum WireProtocol {
     public static let maxTextSize = 256
 }
 
+// The version that brought each feature, named as libwayland's scanner names its
+// `*_SINCE_VERSION` gates: the daemon and the client cores read these, not numbers.
+extension WireProtocol {
+    /// SET_WORK_DURATION, a work duration and predicted ticks in SUBSCRIBE, frame timelines in TICK.
+    public static let workDurationsSinceVersion: UInt16 = 2
+    /// A SUBSCRIBE for a display not there yet waits for it (SUBSCRIBED with display id 0).
+    public static let waitingSubscriptionsSinceVersion: UInt16 = 2
+    /// Selectors naming a card or a monitor (kind 4, `HDMI-A-1@card1`), the card's bus path
+    /// and the EDID identity in display records.
+    public static let cardSelectorsSinceVersion: UInt16 = 3
+    /// Subscriptions following `primary` move with it.
+    public static let followingPrimarySinceVersion: UInt16 = 3
+    /// A named subscription whose display is removed waits for it to come back.
+    public static let waitingThroughRemovalSinceVersion: UInt16 = 3
+    /// Configuration generations in ticks and records; timing residuals in records.
+    public static let generationsSinceVersion: UInt16 = 4
+    /// TIMING_PAGE after WELCOME, and page-only subscriptions.
+    public static let timingPageSinceVersion: UInt16 = 5
+    /// Variable refresh in ticks and records and the `variableRefreshChanged` event; the clock
+    /// pair in records.
+    public static let variableRefreshSinceVersion: UInt16 = 5
+}
+
+/// What a connection can do, decided once from the version agreed at HELLO and then read by
+/// name (`features.contains(.workDurations)`), never by comparing version numbers.
+public struct ProtocolFeatures: OptionSet, Sendable {
+    public let rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    public static let workDurations = ProtocolFeatures(rawValue: 1 << 0)
+    public static let waitingSubscriptions = ProtocolFeatures(rawValue: 1 << 1)
+    public static let cardSelectors = ProtocolFeatures(rawValue: 1 << 2)
+    public static let followingPrimary = ProtocolFeatures(rawValue: 1 << 3)
+    public static let waitingThroughRemoval = ProtocolFeatures(rawValue: 1 << 4)
+    public static let generations = ProtocolFeatures(rawValue: 1 << 5)
+    public static let timingPage = ProtocolFeatures(rawValue: 1 << 6)
+    public static let variableRefresh = ProtocolFeatures(rawValue: 1 << 7)
+
+    /// Each feature and the version that brought it (the `*SinceVersion` constants).
+    public static let sinceVersion: [(feature: ProtocolFeatures, version: UInt16)] = [
+        (.workDurations, WireProtocol.workDurationsSinceVersion),
+        (.waitingSubscriptions, WireProtocol.waitingSubscriptionsSinceVersion),
+        (.cardSelectors, WireProtocol.cardSelectorsSinceVersion),
+        (.followingPrimary, WireProtocol.followingPrimarySinceVersion),
+        (.waitingThroughRemoval, WireProtocol.waitingThroughRemovalSinceVersion),
+        (.generations, WireProtocol.generationsSinceVersion),
+        (.timingPage, WireProtocol.timingPageSinceVersion),
+        (.variableRefresh, WireProtocol.variableRefreshSinceVersion),
+    ]
+
+    /// Everything a connection at `version` can do.
+    public init(version: UInt16) {
+        var features: ProtocolFeatures = []
+        for (feature, since) in Self.sinceVersion where version >= since { features.insert(feature) }
+        self = features
+    }
+}
+
 /// Message types. Client → server types are below 0x100, server → client types at or above it.
 public enum MessageType: UInt16, Sendable, CaseIterable {
     case hello = 0x01, listDisplays = 0x02, subscribe = 0x03, setRate = 0x04
