@@ -43,7 +43,7 @@ extension Display {
     /// When vblank `sequence` is expected: while VRR is on, the earliest it can come after the
     /// newest vblank (last + k × shortest); otherwise the refresh model's prediction.
     func predictedTimestamp(forSequence sequence: UInt64) -> UInt64 {
-        if isVariable, let last = variableVBlanks.last {
+        if isVariable, let last = model.newest {
             return variableTiming.earliest(sequence: sequence, after: last)
         }
         return model.predictedTimestamp(forSequence: sequence)

@@ -21,10 +21,9 @@ final class Display {
     /// re-read once a frame for `Display.offProbeWindowNs` after (see Server+Pacing.swift).
     var offSinceNs: UInt64?
     static let offProbeWindowNs: UInt64 = 2_000_000_000
-    var lastSample: (sequence: UInt64, timestampNs: UInt64)?
-    /// `lastSample` came while vblank events have been on without a break: it is the newest
-    /// vblank. After an idle spell it is not, until the first vblank comes.
-    var lastSampleIsCurrent = false
+    /// The newest vblank (`model.newest`, its one holder) came while vblank events have been
+    /// on without a break: it is current. After an idle spell it is not, until the first comes.
+    var newestIsCurrent = false
     /// Re-reads prompted by a deviating interval that found the mode unchanged, in a row.
     var fruitlessRechecks = 0
     /// The last interval deviated from the model: re-read the CRTC once the ticks are out.
@@ -41,9 +40,7 @@ final class Display {
     var pageFlags: UInt32 = 0
     /// The earliest pacing wake among its subscriptions (see Server+Pacing.swift).
     var nextWakeNs: UInt64?
-    /// The newest vblank while variable refresh is on, and when VRR_ENABLED was last polled
-    /// (Display+VariableRefresh.swift).
-    var variableVBlanks = VariableRefreshTracker()
+    /// When VRR_ENABLED was last polled (Display+VariableRefresh.swift).
     var variableRefreshPolledNs: UInt64 = 0
     /// Changes the daemon made: mode, off, on, model resets (`resetModel`, `turnedOff`).
     private var changes: UInt32 = 0
@@ -120,8 +117,7 @@ final class Display {
     func resetModel() {
         if restartedSinceLastRead { restartedSinceLastRead = false } else { changes &+= 1 }
         model.reset(nominalPeriodNs: source.refresh?.periodNanoseconds ?? Self.fallbackPeriodNs)
-        lastSample = nil
-        lastSampleIsCurrent = false
+        newestIsCurrent = false
         fruitlessRechecks = 0
         // Some drivers restart the vblank count with a mode: frames are aimed afresh from the
         // next real vblank, not after a count that may not come again.

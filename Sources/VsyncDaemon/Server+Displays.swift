@@ -183,7 +183,7 @@ extension Server {
                 d.lastRecheckNs = monotonicNow()
                 // The last vblank seen is from before the idle spell: paced ticks wait for a
                 // fresh one, so that a tick's newest vblank is never an old one.
-                d.lastSampleIsCurrent = false
+                d.newestIsCurrent = false
             }
             updatePacing(d)
             publishTiming(d)

@@ -15,8 +15,8 @@ extension Server {
     /// The newest vblank the display had: the last real one while it is on (none until the
     /// first since vblank events were turned on), else the model's.
     private func latestVBlank(_ d: Display, now: UInt64) -> (sequence: UInt64, timestampNs: UInt64)? {
-        guard let last = d.lastSample else { return nil }
-        guard d.isPredicting else { return d.lastSampleIsCurrent ? last : nil }
+        guard let last = d.model.newest else { return nil }
+        guard d.isPredicting else { return d.newestIsCurrent ? last : nil }
         let s = FramePacing.latestVBlank(atOrBefore: now, atLeast: last.sequence, periodNs: d.model.periodNs) {
             d.predictedTimestamp(forSequence: $0)
         }

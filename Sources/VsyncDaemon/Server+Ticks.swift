@@ -55,8 +55,8 @@ extension Server {
             guard d.state == .on, displaySlots.contains(d) else { return }
         }
         if d.isVariable { return variableVBlank(d, sequence: sequence, timestampNs: timestampNs) }
-        let previous = d.lastSample
-        let followed = d.lastSampleIsCurrent, periodRestarts = d.model.periodRestartCount
+        let previous = d.model.newest
+        let followed = d.newestIsCurrent, periodRestarts = d.model.periodRestartCount
         switch d.model.add(sequence: sequence, timestampNs: timestampNs) {
         case .duplicate, .stale: return
         case .restarted:
@@ -66,8 +66,7 @@ extension Server {
             if followed, d.model.periodRestartCount == periodRestarts { d.phaseMoved() }
         case .accepted, .outlier: break
         }
-        d.lastSample = (sequence, timestampNs)
-        d.lastSampleIsCurrent = true
+        d.newestIsCurrent = true
         publishVBlank(d)
         // A vblank interval off the model by > 0.5 % may be a mode change nobody announced: the
         // CRTC is re-read once this read's ticks are out (`recheckDeviating`), not before them.

@@ -45,7 +45,7 @@ extension Server {
         d.pageFlags = (flags ?? info(d).flags).rawValue & 0xFFFF
         // Current only from the first vblank after events came on: until then `last_*` is
         // absent or from before an idle spell, and a reader would aim at a stale line.
-        writeRecord(d, current: source.isActive(d.key) && d.lastSampleIsCurrent)
+        writeRecord(d, current: source.isActive(d.key) && d.newestIsCurrent)
     }
 
     /// The tick path's write: a vblank just came, so events are on; the flags are the last full
@@ -66,7 +66,7 @@ extension Server {
             v.min_interval_ns = range.shortestNs
             v.max_interval_ns = range.longestNs
         }
-        if let last = d.lastSample {
+        if let last = d.model.newest {
             v.last_sequence = last.sequence
             v.last_timestamp_ns = last.timestampNs
             if d.isVariable {

@@ -10,10 +10,9 @@ extension Server {
     /// storm) and targets and timelines are the earliest the vblanks can come: the last vblank
     /// plus k shortest intervals, flagged `variable`.
     func variableVBlank(_ d: Display, sequence: UInt64, timestampNs: UInt64) {
-        let previous = d.variableVBlanks.last
-        guard d.variableVBlanks.add(sequence: sequence, timestampNs: timestampNs) else { return }
-        d.lastSample = (sequence, timestampNs)
-        d.lastSampleIsCurrent = true
+        let previous = d.model.newest
+        guard d.model.addUnfitted(sequence: sequence, timestampNs: timestampNs) else { return }
+        d.newestIsCurrent = true
         publishVBlank(d)
         let timing = d.variableTiming
         // No frame is shorter than the mode's: one well under it (10 %, beyond any stamp's
@@ -35,7 +34,7 @@ extension Server {
     /// vblank read. A change re-reads the CRTC, and `apply` takes it in.
     func pollVariableRefresh() {
         var now: UInt64 = 0
-        for d in displays where d.state == .on && d.lastSampleIsCurrent && d.source.variableRefresh?.capable == true {
+        for d in displays where d.state == .on && d.newestIsCurrent && d.source.variableRefresh?.capable == true {
             if now == 0 { now = monotonicNow() }
             guard now &- d.variableRefreshPolledNs >= UInt64(d.model.periodNs) else { continue }
             pollVariableRefresh(d, now: now)
@@ -55,7 +54,7 @@ extension Server {
     /// come a shortest interval after it) and not aimed at a grid that is gone. One read per
     /// deviating vblank, none on the grid. True if it read (the display may have changed).
     func variableRefreshMayHaveTurnedOn(_ d: Display, sequence: UInt64, timestampNs: UInt64) -> Bool {
-        guard d.source.variableRefresh?.capable == true, d.lastSampleIsCurrent, let last = d.lastSample,
+        guard d.source.variableRefresh?.capable == true, d.newestIsCurrent, let last = d.model.newest,
               sequence == last.sequence &+ 1, timestampNs > last.timestampNs,
               abs(Double(timestampNs - last.timestampNs) - d.model.periodNs) > 0.005 * d.model.periodNs
         else { return false }
@@ -72,11 +71,6 @@ extension Server {
         statusDirty = true
         let t = d.variableTiming
         logger.info("display \(d.id) (\(d.source.connectorName)): variable refresh \(d.isVariable ? "on, \(t.shortestNs)-\(t.longestNs) ns" : "off")")
-        if d.isVariable {
-            // Duplicates are judged against the newest vblank seen, across the switch too.
-            d.variableVBlanks = VariableRefreshTracker()
-            if let last = d.lastSample { _ = d.variableVBlanks.add(sequence: last.sequence, timestampNs: last.timestampNs) }
-        }
         if d.generation == generation {
             d.resetModel()
         }

@@ -63,24 +63,26 @@ struct VariableRefreshTests {
         func uniform() -> Double { lcg = 1_664_525 &* lcg &+ 1_013_904_223; return Double(lcg) / 4_294_967_296 }
         let timing = VariableRefreshTiming(range: EDIDRefreshRange(minimumHz: 48, maximumHz: 144), modePeriodNs: 1e9 / 144)
         var model = RefreshModel(nominalPeriodNs: 1e9 / 144)
-        var tracker = VariableRefreshTracker()
+        // What the daemon keeps under VRR: the newest vblank, not fitted.
+        var tracker = RefreshModel(nominalPeriodNs: 1e9 / 144)
         var t = farTimestampBase, s = farSequenceBase
         var late = 0
         for i in 0..<400 {
             let frame = i % 33 == 0 ? 40e6 : 6.9e6 + uniform() * 18.1e6
             let next = t + UInt64(min(max(frame, Double(timing.shortestNs)), Double(timing.longestNs)))
-            if let last = tracker.last, next < timing.earliest(sequence: s + 1, after: last) { late += 1 }
+            if let last = tracker.newest, next < timing.earliest(sequence: s + 1, after: last) { late += 1 }
             s += 1; t = next
-            let taken = tracker.add(sequence: s, timestampNs: t)
+            let taken = tracker.addUnfitted(sequence: s, timestampNs: t)
             #expect(taken)
             model.add(sequence: s, timestampNs: t)
         }
         #expect(late == 0)
         #expect(model.periodRestartCount + model.restartCount > 0, "the model saw VRR's intervals as changes")
         // The kernel repeating the last vblank (a CRTC going off) is not a new one.
-        let repeated = tracker.add(sequence: s, timestampNs: t)
-        let tooSoon = tracker.add(sequence: s + 1, timestampNs: t + 100_000)
+        let repeated = tracker.addUnfitted(sequence: s, timestampNs: t)
+        let tooSoon = tracker.addUnfitted(sequence: s + 1, timestampNs: t + 100_000)
         #expect(!repeated && !tooSoon)
+        #expect(tracker.newest?.sequence == s && tracker.newest?.timestampNs == t && tracker.sampleCount == 0, "kept, not fitted")
         #expect(timing.earliest(sequence: s + 3, after: (s, t)) == t + 3 * 6_944_444)
     }
 

@@ -157,6 +157,25 @@ public struct RefreshModel: Sendable {
     /// The current refresh estimate, Hz.
     public var refreshHz: Double { 1e9 / periodNs }
 
+    /// The newest vblank fed (by `add`, or by `addUnfitted` while variable refresh is on): the
+    /// daemon's one copy of it. Nil before the first and after `reset` (a driver may restart
+    /// the count with a mode), though its timestamp still judges duplicates.
+    public var newest: (sequence: UInt64, timestampNs: UInt64)? {
+        guard let lastSeen, let lastSeenNs else { return nil }
+        return (lastSeen, lastSeenNs)
+    }
+
+    /// Takes a vblank as the newest without fitting it (variable refresh: its intervals are
+    /// not the display's period, and would look like mode changes). False, changing nothing,
+    /// for the kernel repeating itself or an old event: a timestamp within
+    /// `minimumIntervalNs` of the newest seen, or older, as `add` judges.
+    public mutating func addUnfitted(sequence: UInt64, timestampNs: UInt64) -> Bool {
+        if let lastSeenNs, timestampNs < lastSeenNs &+ Self.minimumIntervalNs { return false }
+        lastSeenNs = timestampNs
+        lastSeen = sequence
+        return true
+    }
+
     /// The vblank after the newest accepted sample and its predicted time: a display link's
     /// `targetTimestamp`. Nil before the first sample.
     public var next: (sequence: UInt64, timestampNs: UInt64)? {

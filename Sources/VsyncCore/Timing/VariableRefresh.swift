@@ -46,24 +46,3 @@ public struct VariableRefreshTiming: Sendable, Equatable {
         return last.timestampNs &+ (sequence &- last.sequence) &* shortestNs
     }
 }
-
-/// The newest vblank while variable refresh is on, with the refresh model's rule for what is
-/// not new: a timestamp within 250 µs of the newest, or older, is the kernel repeating itself
-/// (a CRTC going off flushes its requests with the last count and time) or stale.
-public struct VariableRefreshTracker: Sendable, Equatable {
-    public private(set) var last: (sequence: UInt64, timestampNs: UInt64)?
-    public static let duplicateWindowNs: UInt64 = 250_000
-
-    public init() {}
-
-    /// Takes the vblank if it is new; false for a duplicate or a stale one.
-    public mutating func add(sequence: UInt64, timestampNs: UInt64) -> Bool {
-        if let last, timestampNs <= last.timestampNs &+ Self.duplicateWindowNs { return false }
-        last = (sequence, timestampNs)
-        return true
-    }
-
-    public static func == (a: Self, b: Self) -> Bool {
-        a.last?.sequence == b.last?.sequence && a.last?.timestampNs == b.last?.timestampNs
-    }
-}
