@@ -5,8 +5,9 @@ import VsyncCore
 /// One connected client socket. Lives on the event loop's thread only.
 ///
 /// Output never blocks: control messages wait in a bounded `outbox`, ticks are coalesced per
-/// subscription (`pendingTicks`). `blockedSinceNs` is set while the socket is full, so
-/// the server can disconnect a client that stays full past the stall bound.
+/// subscription (`pendingTicks`). Whether its socket is full, and since when, the client set
+/// keeps (`ClientSet.isBlocked`), so the server can disconnect a client that stays full past
+/// the stall bound.
 final class Client {
     /// Closed when the client object goes, after its disconnect.
     let socket: FileDescriptor
@@ -31,7 +32,6 @@ final class Client {
     func pendingIndex(of sub: Subscription) -> Int? {
         pendingTicks.firstIndex { $0.sub === sub }
     }
-    var blockedSinceNs: UInt64?
     /// EPOLLOUT is registered.
     var watchingOutput = false
     /// Set when the client is being disconnected; nothing more is sent or read.
@@ -54,7 +54,8 @@ final class Client {
 
     var label: String { name.isEmpty ? "pid \(pid) uid \(uid)" : "pid \(pid) uid \(uid) '\(name)'" }
 
-    var isBlocked: Bool { blockedSinceNs != nil || outboxHead < outbox.count || !pendingTicks.isEmpty }
+    /// Messages or ticks wait to be sent to it.
+    var hasQueued: Bool { outboxHead < outbox.count || !pendingTicks.isEmpty }
 
     enum SendResult { case sent, full, failed(Int32) }
 

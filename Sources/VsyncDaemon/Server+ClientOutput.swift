@@ -9,22 +9,20 @@ extension Server {
         disconnect(client, reason: reason, level: .info)
     }
 
+    /// Something waits for the client's socket: the stall clock runs, and EPOLLOUT says when
+    /// it has room.
     func markBlocked(_ client: Client) {
-        if client.blockedSinceNs == nil {
-            client.blockedSinceNs = monotonicNow()
-            blockedClients += 1
-            updateHousekeeping()
-        }
+        clients.markBlocked(client)
         if !client.watchingOutput {
             client.watchingOutput = true
-            epoll.modify(client.fd, events: Epoll.readable | Epoll.writable)
+            loop.watchOutput(client.fd, true)
         }
     }
 
     /// Sends a control message in order behind anything already waiting.
     func send(_ message: [UInt8], to client: Client) {
         guard client.closeReason == nil else { return }
-        if !client.isBlocked {
+        if !clients.isBlocked(client) {
             switch message.withUnsafeBytes({ Client.send(client.fd, $0.baseAddress, $0.count) }) {
             case .sent: return
             case .full: break
@@ -41,8 +39,7 @@ extension Server {
 
     /// EPOLLOUT: control messages first, then the newest pending tick of each subscription.
     func flush(_ client: Client) {
-        // A client that drains at all is slow, not stalled: the stall clock restarts.
-        defer { if client.blockedSinceNs != nil { client.blockedSinceNs = monotonicNow() } }
+        defer { clients.drained(client) }
         while client.outboxHead < client.outbox.count {
             let result = client.outbox[client.outboxHead].withUnsafeBytes { Client.send(client.fd, $0.baseAddress, $0.count) }
             switch result {
@@ -65,19 +62,14 @@ extension Server {
     }
 
     /// A client with nothing left to send is not stalled, even if its socket is still full
-    /// (e.g. it paused or unsubscribed while blocked). Touches this client only: housekeeping
-    /// is re-planned when the last blocked client drains, so many draining in one frame cost
-    /// one scan of the clients, not one each.
+    /// (e.g. it paused or unsubscribed while blocked).
     func settle(_ client: Client) {
         guard client.closeReason == nil, client.outboxHead >= client.outbox.count,
               client.pendingTicks.isEmpty else { return }
         if client.watchingOutput {
             client.watchingOutput = false
-            epoll.modify(client.fd, events: Epoll.readable)
+            loop.watchOutput(client.fd, false)
         }
-        guard client.blockedSinceNs != nil else { return }
-        client.blockedSinceNs = nil
-        blockedClients -= 1
-        if blockedClients == 0 { updateHousekeeping() }
+        clients.unblock(client)
     }
 }

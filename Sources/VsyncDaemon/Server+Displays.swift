@@ -4,50 +4,34 @@ import VsyncCore
 
 // Displays: scanning, mode changes, off/on, removal, and when to ask for vblanks.
 extension Server {
-    func syncSourceDescriptors() {
-        let wanted = Set(source.pollDescriptors)
-        for fd in sourceFDs.subtracting(wanted) { unregister(fd) }
-        for fd in wanted.subtracting(sourceFDs) {
-            do { try register(fd, .source) } catch { logger.error("\(error)") }
-        }
-        // A card closed and another opened in one rescan can get the same fd number: the kernel
-        // dropped the closed file from the epoll set, so the new one is added (EEXIST, ignored,
-        // when it is the same file).
-        for fd in wanted.intersection(sourceFDs) where roles[fd] == .source { try? epoll.add(fd, events: Epoll.readable) }
-        sourceFDs = wanted
-    }
-
     /// Adds displays the source now has, removes those it no longer has, and takes in what
     /// changed on the others (mode, on/off, connector, EDID) whether or not anyone follows them:
     /// LIST_DISPLAYS, `primary` and a new subscription's first tick must see the display as it is.
     func rescanDisplays(announce: Bool) {
-        statusDirty = true
-        lastRescanNs = monotonicNow()
+        displays.changed = true
+        displays.lastRescanNs = monotonicNow()
         let found = source.rescan()
-        syncSourceDescriptors()
+        loop.syncSource(Set(source.pollDescriptors), logger: logger)
         let keys = Set(found.map(\.key))
         for d in displays where !keys.contains(d.key) { removeDisplay(d, reason: "no longer on its card") }
         for s in found {
             guard let d = displays.first(where: { $0.key == s.key }) else { continue }
-            d.lastRecheckNs = lastRescanNs
+            d.lastRecheckNs = displays.lastRescanNs
             apply(s, to: d)
         }
         for s in found where s.isActive && !displays.contains(where: { $0.key == s.key }) {
-            let d = Display(id: nextDisplayID, source: s)
-            nextDisplayID += 1
-            displays.append(d)
+            let d = displays.add(s)
             placeOnPage(d)
             let names = (s.busPath.isEmpty ? "" : ", bus path \(s.busPath)") + (s.edid.map { ", EDID \($0.make)/\($0.model)/\($0.serial)" } ?? "")
                 + s.variableRefreshText
             logger.info("display \(d.id) added: \(s.connectorName) on \(s.key), \(s.refresh.map { "\($0)" } ?? "no mode"), \(s.width)x\(s.height)\(names)")
             if announce {
                 let message = ServerMessage.displayEvent(displayEvent(.added, d))
-                for c in clients.values where c.version != nil { send(message, to: c) }
+                for c in clients where c.version != nil { send(message, to: c) }
             }
         }
         updatePrimary()
         attachWaiting()
-        updateHousekeeping()
     }
 
     /// A CRTC lit after startup on a card already open raises no event (a hotplug uevent is
@@ -55,28 +39,24 @@ extension Server {
     /// second; housekeeping rescans while a subscription waits for a display.
     func rescanIfStale() {
         let now = monotonicNow()
-        guard now &- lastRescanNs >= 500_000_000 else { return }
+        guard now &- displays.lastRescanNs >= 500_000_000 else { return }
         rescanDisplays(announce: true)
     }
 
     func removeDisplay(_ d: Display, reason: String) {
-        statusDirty = true
         logger.warning("display \(d.id) (\(d.source.connectorName) on \(d.key)) removed: \(reason)")
         if source.isActive(d.key) { try? source.setActive(d.key, false, token: d.token) }
         d.state = .off
         let message = ServerMessage.displayEvent(displayEvent(.removed, d))
         var told = Set<Int32>()
         for sub in d.subscriptions {
-            sub.client.subscriptions[sub.id] = nil
-            sub.client.pendingTicks.removeAll { $0.sub === sub }
-            settle(sub.client)
+            detach(sub)
             if told.insert(sub.client.fd).inserted { send(message, to: sub.client) }
             if keepWaiting(sub) { send(waitingAnswer(sub.id), to: sub.client) }
         }
-        d.subscriptions = []
         d.nextWakeNs = nil
         takeOffPage(d)
-        displays.removeAll { $0 === d }
+        displays.remove(d)
         armPacing()
         updatePrimary()
     }
@@ -86,7 +66,6 @@ extension Server {
         d.lastRecheckNs = now
         guard let fresh = source.refresh(d.key) else {
             removeDisplay(d, reason: "its CRTC or card is gone")
-            updateHousekeeping()
             return
         }
         apply(fresh, to: d)
@@ -101,7 +80,7 @@ extension Server {
         defer { variableRefreshApplied(d, wasOn: was.on, wasVariable: was.variable, generation: was.generation) }
         let old = d.source, lit = d.litSource
         d.source = fresh
-        if fresh.busPath != old.busPath || fresh.edid != old.edid || fresh.connectorName != old.connectorName { statusDirty = true }
+        if fresh.busPath != old.busPath || fresh.edid != old.edid || fresh.connectorName != old.connectorName { displays.changed = true }
         if !fresh.isActive {
             if d.state == .on { turnOff(d) }
         } else if d.state == .off {
@@ -115,7 +94,7 @@ extension Server {
     }
 
     func turnOff(_ d: Display) {
-        statusDirty = true
+        displays.changed = true
         logger.info("display \(d.id) (\(d.source.connectorName)) is off")
         if source.isActive(d.key) { try? source.setActive(d.key, false, token: d.token) }
         d.state = .off
@@ -124,11 +103,10 @@ extension Server {
         for sub in d.subscriptions { sub.resetDelivery() }
         broadcastEvent(.off, d)
         updatePacing(d)  // predicted ticks, for those who asked
-        updateHousekeeping()
     }
 
     func turnOn(_ d: Display, modeChanged: Bool) {
-        statusDirty = true
+        displays.changed = true
         logger.info("display \(d.id) (\(d.source.connectorName)) is on: \(d.source.refresh.map { "\($0)" } ?? "?")")
         d.state = .on
         d.offSinceNs = nil
@@ -191,7 +169,8 @@ extension Server {
         } catch {
             handleFailure(d, error)
         }
-        updateHousekeeping()
+        // Vblank events on or off, or subscribers come or gone on a display that is off.
+        displays.changed = true
     }
 
     func handleFailure(_ d: Display, _ failure: VBlankFailure) {
@@ -201,13 +180,13 @@ extension Server {
         case .gone:
             logger.error("display \(d.id): its device \(d.key.device) is gone")
             rescanDisplays(announce: true)
-            if displays.contains(where: { $0 === d }) { removeDisplay(d, reason: "device gone") }
+            if displays.isListed(d) { removeDisplay(d, reason: "device gone") }
         case .other(let text):
             if !d.vblankRefused { logger.error("display \(d.id): vblank events failed: \(text)") }
             d.vblankRefused = true
             updatePacing(d)
         }
         updatePrimary()
-        updateHousekeeping()
+        displays.changed = true
     }
 }

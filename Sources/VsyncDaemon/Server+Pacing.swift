@@ -60,9 +60,7 @@ extension Server {
     func armPacing(fired: Bool = false) {
         var earliest: UInt64?
         for d in displays { if let w = d.nextWakeNs { earliest = min(earliest ?? w, w) } }
-        guard fired || earliest != pacingArmedNs else { return }
-        pacingArmedNs = earliest
-        if let earliest { pacing.arm(atNs: earliest) } else { pacing.disarm() }
+        pacing.arm(at: earliest, fired: fired)
     }
 
     /// The pacing timer fired: every paced subscription whose wake has come gets its tick and
@@ -73,7 +71,7 @@ extension Server {
             if let latest = latestVBlank(d, now: now) { deliverPaced(d, latest: latest, now: now) }
             if d.state == .off, now &- d.lastRecheckNs >= UInt64(d.model.periodNs) {
                 recheck(d, now: now)
-                guard displaySlots.contains(d) else { continue }
+                guard displays.isListed(d) else { continue }
             }
             updatePacing(d, now: now, arm: false)
         }

@@ -122,7 +122,7 @@ extension Server {
     /// nobody follows.
     func refreshDisplays() {
         let now = monotonicNow()
-        for d in displays where displaySlots.contains(d) { recheck(d, now: now) }
+        for d in displays where displays.isListed(d) { recheck(d, now: now) }
         rescanIfStale()
         updatePrimary()
     }
@@ -134,8 +134,7 @@ extension Server {
     func hotplugged() {
         source.hotplugged()
         rescanDisplays(announce: true)
-        rescanAgainAtNs = monotonicNow() &+ 300_000_000
-        updateHousekeeping()
+        displays.rescanAgainAtNs = monotonicNow() &+ 300_000_000
     }
 
     /// Sends `message` encoded for the client's protocol version (display records grew in 3).
@@ -149,12 +148,12 @@ extension Server {
     /// protocols stay on the display they were bound to, as they always did.
     func updatePrimary() {
         let now = primaryID
-        guard now != lastPrimaryID else { return }
-        if let old = lastPrimaryID, let new = now {
+        guard now != displays.lastPrimaryID else { return }
+        if let old = displays.lastPrimaryID, let new = now {
             logger.info("primary display: \(old) → \(new) (\(displays.first { $0.id == new }?.source.connectorName ?? "?"))")
         }
-        lastPrimaryID = now
-        statusDirty = true
+        displays.lastPrimaryID = now
+        displays.changed = true
         for d in displays {
             for sub in d.subscriptions where sub.client.features.contains(.followingPrimary) && sub.followsPrimary {
                 guard case .one(let target) = resolve(sub.selector), target !== d else { continue }
@@ -166,7 +165,8 @@ extension Server {
     private func move(_ sub: Subscription, to d: Display) {
         let client = sub.client
         logger.debug("client \(client.label): subscription \(sub.id) follows \(sub.selector.text) to display \(d.id)")
-        remove(sub)
+        detach(sub)
+        updateVBlank(sub.display)
         attach(client, sub.request, to: d)
         send(ServerMessage.displayEvent(displayEvent(.modeChanged, d)), to: client)
     }

@@ -5,17 +5,13 @@ import VsyncCore
 // over once, on the first read after resume, before that read's vblanks are fed.
 extension Server {
     func checkSuspend() {
-        let clocks = suspendClocks()
-        guard let asleep = suspendDetector.check(monotonicNs: clocks.monotonicNs, boottimeNs: clocks.boottimeNs)
+        let clocks = displays.suspendClocks()
+        guard let asleep = displays.suspendDetector.check(monotonicNs: clocks.monotonicNs, boottimeNs: clocks.boottimeNs)
         else { return }
         logger.info("resumed after \(asleep / 1_000_000) ms asleep: every display's model starts over")
         for d in displays {
             d.resetModel()
             publishTiming(d)
         }
-    }
-
-    @Sendable static func readSuspendClocks() -> (monotonicNs: UInt64, boottimeNs: UInt64) {
-        (clockNow(CLOCK_MONOTONIC), clockNow(CLOCK_BOOTTIME))
     }
 }

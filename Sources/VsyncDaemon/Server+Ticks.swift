@@ -6,10 +6,10 @@ import VsyncCore
 extension Server {
     func handleSource(_ fd: Int32) {
         // Reuse one array's storage across vblanks; take it out so a nested call cannot alias it.
-        var events = sourceEvents
-        sourceEvents = []
+        var events = displays.sourceEvents
+        displays.sourceEvents = []
         events.removeAll(keepingCapacity: true)
-        defer { sourceEvents = events }
+        defer { displays.sourceEvents = events }
         checkSuspend()
         source.readEvents(from: fd, into: &events)
         handle(events)
@@ -30,7 +30,7 @@ extension Server {
             guard d.fruitlessRechecks < 3 else { continue }
             let before = d.source
             recheck(d)
-            if d.state == .on, displaySlots.contains(d), d.source.sameMode(as: before) { d.fruitlessRechecks += 1 }
+            if d.state == .on, displays.isListed(d), d.source.sameMode(as: before) { d.fruitlessRechecks += 1 }
         }
     }
 
@@ -38,10 +38,10 @@ extension Server {
         for event in events {
             switch event {
             case let .vblank(token, sequence, timestamp):
-                guard let d = displaySlots[token], d.state == .on else { continue }
+                guard let d = displays[token: token], d.state == .on else { continue }
                 vblank(d, sequence: sequence, timestampNs: timestamp)
             case let .failed(token, failure):
-                guard let d = displaySlots[token] else { continue }
+                guard let d = displays[token: token] else { continue }
                 handleFailure(d, failure)
             case .devicesChanged:
                 hotplugged()
@@ -52,7 +52,7 @@ extension Server {
     func vblank(_ d: Display, sequence: UInt64, timestampNs: UInt64) {
         // A vblank off the grid may be the first under VRR: known before it is ticked.
         if !d.isVariable, variableRefreshMayHaveTurnedOn(d, sequence: sequence, timestampNs: timestampNs) {
-            guard d.state == .on, displaySlots.contains(d) else { return }
+            guard d.state == .on, displays.isListed(d) else { return }
         }
         if d.isVariable { return variableVBlank(d, sequence: sequence, timestampNs: timestampNs) }
         let previous = d.model.newest
@@ -112,8 +112,7 @@ extension Server {
                 predictedDivisor = sub.divisor
                 timelines = FramePacing.timelines(from: sequence &+ divisor, divisor: sub.divisor, predict: predict)
                 // One tick per group, encoded once per protocol version and patched per subscriber.
-                lastTickStamp &+= 1
-                stamp = lastTickStamp
+                stamp = ticks.nextStamp()
             }
             let tick = Tick(
                 subscriptionID: sub.id, displayID: d.id, sequence: sequence, timestampNs: timestampNs,
@@ -136,7 +135,7 @@ extension Server {
             client.pendingTicks[i].tick = tick
             return
         }
-        if !client.isBlocked {
+        if !clients.isBlocked(client) {
             switch sendTick(tick, sub, stamp: stamp) {
             case .sent: return
             case .full: break
@@ -148,20 +147,8 @@ extension Server {
     }
 
     func sendTick(_ tick: Tick, _ sub: Subscription, stamp: UInt64 = 0) -> Client.SendResult {
-        let version = sub.client.encodingVersion
-        let n: Int
-        if stamp != 0 && encodedTick.stamp == stamp && encodedTick.version == version {
-            // The buffer holds this very tick for another subscriber: only whose it is and its
-            // skipped count differ.
-            Tick.patch(tickBuffer, subscriptionID: tick.subscriptionID, skipped: sub.skipped)
-            n = encodedTick.size
-        } else {
-            var t = tick
-            t.skipped = sub.skipped
-            n = t.encode(into: tickBuffer, version: version)
-            encodedTick = (stamp, version, n)
-        }
-        let result = Client.send(sub.client.fd, tickBuffer.baseAddress, n)
+        let n = ticks.encode(tick, skipped: sub.skipped, version: sub.client.encodingVersion, stamp: stamp)
+        let result = Client.send(sub.client.fd, ticks.buffer.baseAddress, n)
         if case .sent = result { sub.skipped = 0 }
         return result
     }

@@ -68,7 +68,7 @@ extension Server {
     /// afresh, and DISPLAY_EVENT `variableRefreshChanged` to protocol 5 followers.
     func variableRefreshApplied(_ d: Display, wasOn: Bool, wasVariable: Bool, generation: UInt32) {
         guard wasOn, d.state == .on, d.isVariable != wasVariable else { return }
-        statusDirty = true
+        displays.changed = true
         let t = d.variableTiming
         logger.info("display \(d.id) (\(d.source.connectorName)): variable refresh \(d.isVariable ? "on, \(t.shortestNs)-\(t.longestNs) ns" : "off")")
         if d.generation == generation {

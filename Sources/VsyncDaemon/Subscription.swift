@@ -5,8 +5,8 @@ final class Subscription {
     let id: UInt32
     // Strong on purpose: a broadcast iterates a copy of a display's subscriptions and may
     // disconnect a client midway, so a subscription must keep its client and display alive.
-    // The cycles are broken when the server drops the subscription (unsubscribe, disconnect,
-    // display removed), which clears both sides.
+    // The cycles are broken by `Server.detach`, the one way a subscription ends (unsubscribe,
+    // disconnect, display removed), which clears both sides.
     let client: Client
     let display: Display
     var range: FrameRateRange

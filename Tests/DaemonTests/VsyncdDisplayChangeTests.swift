@@ -128,7 +128,7 @@ final class InProcessDaemon: @unchecked Sendable {
         // The server owns the pipe's read end from here (its loop's stop signal) and closes it.
         let server = try Server(configuration: DaemonConfiguration(), source: source, listener: listener,
                                 notifier: nil, signals: FileDescriptor(fds[0]), logger: logger)
-        if let clocks { server.suspendClocks = clocks }
+        if let clocks { server.displays.suspendClocks = clocks }
         let box = ServerBox(server: server)
         Thread.detachNewThread { [done] in
             try? box.server.run()

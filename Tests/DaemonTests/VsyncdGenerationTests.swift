@@ -17,7 +17,7 @@ extension VsyncdTests {
             let ns = Atomic<UInt64>(0)
             var clocks: @Sendable () -> (monotonicNs: UInt64, boottimeNs: UInt64) {
                 { [self] in
-                    let (mono, boot) = Server.readSuspendClocks()
+                    let (mono, boot) = DisplaySet.readSuspendClocks()
                     return (mono, boot &+ ns.load(ordering: .relaxed))
                 }
             }
