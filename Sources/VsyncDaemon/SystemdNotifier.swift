@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 
 /// sd_notify without libsystemd: datagrams to `$NOTIFY_SOCKET` (a path, or "@name" abstract).
