@@ -5,9 +5,8 @@ import VsyncCore
 /// One connected client socket. Lives on the event loop's thread only.
 ///
 /// Output never blocks: control messages wait in a bounded `outbox`, ticks are coalesced per
-/// subscription (`pendingTicks`). Whether its socket is full, and since when, the client set
-/// keeps (`ClientSet.isBlocked`), so the server can disconnect a client that stays full past
-/// the stall bound.
+/// subscription (`pendingTicks`). `blockedSinceNs` is set while the socket is full, so
+/// the server can disconnect a client that stays full past the stall bound.
 final class Client {
     /// Closed when the client object goes, after its disconnect.
     let socket: FileDescriptor
@@ -54,8 +53,13 @@ final class Client {
 
     var label: String { name.isEmpty ? "pid \(pid) uid \(uid)" : "pid \(pid) uid \(uid) '\(name)'" }
 
-    /// Messages or ticks wait to be sent to it.
-    var hasQueued: Bool { outboxHead < outbox.count || !pendingTicks.isEmpty }
+    /// Since when its socket has been full; nil while it is not. Set and cleared only by
+    /// `BlockedClients` (below), which counts the clients it is set on.
+    fileprivate(set) var blockedSinceNs: UInt64?
+
+    /// Its socket was full, or messages or ticks wait behind a full one: nothing is sent to it
+    /// directly. One load on the tick path, so the stall clock is kept on the client itself.
+    var isBlocked: Bool { blockedSinceNs != nil || outboxHead < outbox.count || !pendingTicks.isEmpty }
 
     enum SendResult { case sent, full, failed(Int32) }
 
@@ -77,5 +81,33 @@ final class Client {
         } catch {
             return error.code == ENOBUFS ? .full : .failed(error.code)
         }
+    }
+}
+
+/// The clients whose socket is full: each one's stall clock (`Client.blockedSinceNs`) and how
+/// many there are, changed together and only here, so housekeeping knows whether any client is
+/// blocked without scanning them all. Held by `ClientSet`.
+struct BlockedClients {
+    private(set) var count = 0
+
+    /// `client` blocked at `now`; false if it already was (its clock keeps running).
+    mutating func mark(_ client: Client, now: UInt64) -> Bool {
+        guard client.blockedSinceNs == nil else { return false }
+        client.blockedSinceNs = now
+        count += 1
+        return true
+    }
+
+    /// It drained some: slow, not stalled, so its stall clock restarts.
+    func restart(_ client: Client, now: UInt64) {
+        if client.blockedSinceNs != nil { client.blockedSinceNs = now }
+    }
+
+    /// Nothing of it waits any more; false if it was not blocked.
+    mutating func clear(_ client: Client) -> Bool {
+        guard client.blockedSinceNs != nil else { return false }
+        client.blockedSinceNs = nil
+        count -= 1
+        return true
     }
 }

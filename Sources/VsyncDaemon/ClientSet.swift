@@ -2,16 +2,13 @@ import Glibc
 import Logging
 import VsyncCore
 
-/// The connected clients by socket, which of them are blocked (socket full) and since when,
-/// and the listening socket with what throttles accepting on it. Blocked state is kept here
-/// alone: housekeeping reads how many are blocked without scanning the clients, and the stall
-/// bound reads since when.
+/// The connected clients by socket, which of them are blocked (socket full) and since when
+/// (`BlockedClients`), and the listening socket with what throttles accepting on it.
 final class ClientSet: Sequence {
     let listener: ListeningSocket
     private var byFD: [Int32: Client] = [:]
-    /// Since when each blocked client's socket has been full, by fd; `blockedCount` of them.
-    private var blockedSince = DescriptorTable<UInt64>()
-    private(set) var blockedCount = 0
+    private var blocked = BlockedClients()
+    var blockedCount: Int { blocked.count }
     /// Clients came, went, blocked, drained, or changed what they wait for, or the listener
     /// paused: the status line and the housekeeping plan are redone once, at the end of the
     /// loop turn (`Server.replanIfChanged`).
@@ -51,36 +48,28 @@ final class ClientSet: Sequence {
 
     // MARK: - Blocked clients
 
-    /// Its socket was full, or messages wait behind a full one: nothing is sent to it directly.
-    @inline(__always)
-    func isBlocked(_ client: Client) -> Bool { blockedSince[client.fd] != nil || client.hasQueued }
-
     /// Its socket is full: the stall clock starts, unless it runs already.
     func markBlocked(_ client: Client) {
-        guard blockedSince[client.fd] == nil else { return }
-        blockedSince[client.fd] = monotonicNow()
-        blockedCount += 1
-        changed = true
+        guard client.blockedSinceNs == nil else { return }
+        if blocked.mark(client, now: monotonicNow()) { changed = true }
     }
 
     /// A client that drains at all is slow, not stalled: its stall clock restarts.
     func drained(_ client: Client) {
-        if blockedSince[client.fd] != nil { blockedSince[client.fd] = monotonicNow() }
+        guard client.blockedSinceNs != nil else { return }
+        blocked.restart(client, now: monotonicNow())
     }
 
     /// Nothing of it waits any more. Housekeeping is re-planned when the last blocked client
     /// drains, so many draining in one frame cost one scan of the clients, not one each.
     func unblock(_ client: Client) {
-        guard blockedSince[client.fd] != nil else { return }
-        blockedSince[client.fd] = nil
-        blockedCount -= 1
-        if blockedCount == 0 { changed = true }
+        if blocked.clear(client), blocked.count == 0 { changed = true }
     }
 
     /// The clients whose socket has been full for over `boundNs`.
     func stalled(now: UInt64, boundNs: UInt64) -> [Client] {
-        guard blockedCount > 0 else { return [] }
-        return byFD.values.filter { c in blockedSince[c.fd].map { now &- $0 > boundNs } ?? false }
+        guard blocked.count > 0 else { return [] }
+        return byFD.values.filter { c in c.blockedSinceNs.map { now &- $0 > boundNs } ?? false }
     }
 
     // MARK: - Accept throttling

@@ -22,7 +22,7 @@ extension Server {
     /// Sends a control message in order behind anything already waiting.
     func send(_ message: [UInt8], to client: Client) {
         guard client.closeReason == nil else { return }
-        if !clients.isBlocked(client) {
+        if !client.isBlocked {
             switch message.withUnsafeBytes({ Client.send(client.fd, $0.baseAddress, $0.count) }) {
             case .sent: return
             case .full: break

@@ -11,7 +11,7 @@ extension Server {
     /// the WELCOME itself waits in the outbox (a descriptor cannot queue behind it there): that
     /// client lives without the page, as with a daemon that has none.
     func sendTimingPage(to client: Client) {
-        guard let page = timingPage, client.closeReason == nil, !clients.isBlocked(client) else { return }
+        guard let page = timingPage, client.closeReason == nil, !client.isBlocked else { return }
         switch client.send(page.message.encoded(version: client.encodingVersion), with: page.clientFD) {
         case .sent: break
         case .full: logger.debug("client \(client.label): no timing page (socket full at the handshake)")

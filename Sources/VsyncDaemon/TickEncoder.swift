@@ -3,7 +3,7 @@ import VsyncCore
 /// The one buffer ticks are encoded into before their send, and which tick it holds: one
 /// vblank's ticks to many subscribers are encoded once per divisor group and protocol version,
 /// then patched per subscriber (`Server.sendTick`). A value in the server, so the tick path
-/// reaches it with no extra load.
+/// reaches it with no extra load; its methods make no calls, so no access to it spans one.
 struct TickEncoder {
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Tick.wireSize, alignment: 8)
     /// What `buffer` holds: the tick of group `stamp` (0 for a tick of its own, never reused)
@@ -18,19 +18,16 @@ struct TickEncoder {
         return lastStamp
     }
 
-    /// `tick` with `skipped`, encoded for `version` in `buffer`: its size. A tick of the group
-    /// the buffer holds is patched (only whose it is and its skipped count differ).
+    /// The size of the tick `buffer` holds if it is group `stamp`'s for `version`, else nil.
     @inline(__always)
-    mutating func encode(_ tick: Tick, skipped: UInt32, version: UInt16, stamp: UInt64) -> Int {
-        if stamp != 0 && held.stamp == stamp && held.version == version {
-            Tick.patch(buffer, subscriptionID: tick.subscriptionID, skipped: skipped)
-            return held.size
-        }
-        var t = tick
-        t.skipped = skipped
-        let n = t.encode(into: buffer, version: version)
-        held = (stamp, version, n)
-        return n
+    func size(ofStamp stamp: UInt64, version: UInt16) -> Int? {
+        stamp != 0 && held.stamp == stamp && held.version == version ? held.size : nil
+    }
+
+    /// `buffer` now holds group `stamp`'s tick for `version`, `size` bytes.
+    @inline(__always)
+    mutating func hold(stamp: UInt64, version: UInt16, size: Int) {
+        held = (stamp, version, size)
     }
 
     /// Called once, by the server's deinit (a struct cannot free on its own).
