@@ -5,7 +5,7 @@ final class Housekeeping {
     let timer: TimerFD
     let notifier: SystemdNotifier?
     /// The timer's period now; nil while disarmed.
-    private(set) var intervalNs: UInt64?
+    private(set) var currentIntervalNs: UInt64?
     private(set) var lastRunNs: UInt64 = 0
     private var lastWatchdogNs: UInt64 = 0
     private var lastStatus = ""
@@ -28,14 +28,14 @@ final class Housekeeping {
     func plan(_ interval: UInt64?) {
         var interval = interval
         if let w = notifier?.watchdogIntervalNs { interval = min(interval ?? w, w) }
-        guard interval != intervalNs else { return }
-        intervalNs = interval
+        guard interval != currentIntervalNs else { return }
+        currentIntervalNs = interval
         if let interval { timer.arm(everyNs: interval) } else { timer.disarm() }
     }
 
     /// Due from the loop: while vblanks keep the loop turning, the timer rarely needs to wake it.
     func isDue(now: UInt64) -> Bool {
-        intervalNs != nil && now &- lastRunNs >= Self.intervalNs
+        currentIntervalNs != nil && now &- lastRunNs >= Self.intervalNs
     }
 
     /// A housekeeping turn starts: its time, and systemd's watchdog fed when it is due.
