@@ -1,0 +1,56 @@
+import Foundation
+import Glibc
+import Testing
+import VsyncClientCore
+import VsyncCore
+
+/// The GLib adapter (include/vsync/vsync-glib.h) with Debian's GLib, against the real vsyncd on
+/// its timer source: Tests/libvsync/glib-check.c runs a vsync source on a GMainContext iterated
+/// by a thread of its own, and its frames are compared with the ticks a raw subscriber got.
+@Suite("libvsync GLib source", .serialized)
+struct LibvsyncGLibTests {
+    /// Not 60 Hz: a source that fell back to a 60 Hz timer would show it in every interval.
+    static let hertz = 75
+
+    @Test(.timeLimit(.minutes(2)))
+    func framesAreVsyncdsTicksAndThePausedSourceLeavesTheLoopAsleep() throws {
+        let daemon = try DaemonProcess(hertz: Double(Self.hertz), logLevel: "warning")
+        defer { daemon.stop() }
+        let check = try AdapterCheck.build("glib-check.c", modules: ["glib-2.0"], in: daemon.directory)
+        let ticks = try RawClient(path: daemon.socketPath)
+        try ticks.handshake(version: 4)
+        let display = try ticks.subscribe(1, fps: Self.hertz, selector: .connector("timer"))
+        let frameCount = 30, window = 40
+        let run = try AdapterCheck.run([check, daemon.socketPath, "\(frameCount)", "\(window)"], recording: ticks)
+        let output = run.output
+        #expect(run.status == 0, "\(output)")
+
+        // Failures come back as a GError in VSYNC_ERROR with the errno and libvsync's line, and
+        // leave no fd behind.
+        let missing = "/nonexistent/vsyncd.sock"
+        #expect(output.contains("no daemon: source=null domain=1 code=\(ECONNREFUSED) message=\(ClientError.noDaemon(socketPath: missing).description)\n"),
+                "\(output)")
+        #expect(output.contains("bad selector: source=null code=\(EINVAL) message=vsync_link_create: 'crtc:0'"), "\(output)")
+        let failures = try #require(AdapterCheck.records(output, prefix: "fds after failures").first, "\(output)")
+        #expect(failures["before"] != nil && failures["before"] == failures["after"], "\(failures)")
+
+        // The frames: one per vblank at the display's rate, each the tick vsyncd sent for it.
+        let frames = AdapterCheck.frames(output)
+        #expect(frames.count == frameCount, "\(output)")
+        AdapterCheck.expectFramesAreVsyncdsTicks(frames, run.ticks)
+        for f in frames {
+            #expect(f.display == display.displayID && f.durationNs == display.displayIntervalNs, "\(f.fields)")
+            #expect(f.int("divisor") == 1 && f.int("interval") == Int64(display.displayIntervalNs), "\(f.fields)")
+        }
+        #expect(output.contains("frames=\(frameCount) late=0 user_data=ok"), "\(output)")
+
+        // Paused, the source's fd stays silent and nothing else of it wakes the loop.
+        #expect(output.contains("settled displays=1 "), "\(output)")
+        AdapterCheck.expectIdle(output, vblanks: window)
+
+        // Finalize closed what the source opened.
+        let fds = try #require(AdapterCheck.records(output, prefix: "fds: ").first, "\(output)")
+        let before = try #require(fds["before"].flatMap(Int.init)), running = try #require(fds["running"].flatMap(Int.init))
+        #expect(running > before && fds["after"] == fds["before"], "\(fds)")
+    }
+}
