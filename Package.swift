@@ -105,7 +105,7 @@ let package = Package(
             name: "LibVsync",
             dependencies: ["CVsyncSys", "CVsyncPage", "CVsyncABI", "VsyncCeil"],
             path: "Sources/libvsync",
-            exclude: ["vsync.map", "vsync.pc.in"],
+            exclude: ["vsync.map", "vsync.pc.in", "vsync-glib.pc.in", "vsync-qt.pc.in"],
             swiftSettings: [
                 .enableExperimentalFeature("Embedded"),
                 .unsafeFlags(["-wmo"]),

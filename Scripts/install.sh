@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds a release of vsyncd and installs the binaries, the systemd units, the man pages, the
-# DisplayLink library and libvsync (the C library, its header and vsync.pc), then (unless
+# DisplayLink library and libvsync (the C library, its headers and .pc files), then (unless
 # --no-enable) enables and starts vsyncd.socket.
 #
 #   sudo Scripts/install.sh [--prefix /usr/local] [--libdir DIR] [--unit-dir DIR] [--destdir DIR]
@@ -71,7 +71,7 @@ elif [ $swiftlib -eq 1 ]; then
   log "no libDisplayLinkShared.so in $bin: library not installed (build it with 'swift build --product DisplayLinkShared')"
 fi
 # libvsync, for C, C++, Rust and Python: the real file, its SONAME link and the development
-# link, the header, vsync.pc (cc app.c $(pkg-config --cflags --libs vsync)) and libvsync(3).
+# link, the headers, vsync.pc (cc app.c $(pkg-config --cflags --libs vsync)) and libvsync(3).
 if [ -e "$bin/libvsync.so" ]; then
   version=$(sed -n 's/.*static let string = "\(.*\)".*/\1/p' Sources/VsyncCore/Version.swift)
   install -d "$root/include/vsync" "$lib/pkgconfig"
@@ -80,9 +80,13 @@ if [ -e "$bin/libvsync.so" ]; then
   install -m 0644 "$bin/libvsync.so" "$lib/libvsync.so.1.0.0"
   ln -sfn libvsync.so.1.0.0 "$lib/libvsync.so.1"
   ln -sfn libvsync.so.1 "$lib/libvsync.so"
-  install -m 0644 include/vsync/vsync.h "$root/include/vsync/"
-  sed -e "s|@PREFIX@|$prefix|" -e "s|@LIBDIR@|$libdir|" -e "s|@INCLUDEDIR@|$prefix/include|" \
-      -e "s|@VERSION@|$version|" Sources/libvsync/vsync.pc.in > "$lib/pkgconfig/vsync.pc"
+  # The main-loop adapters are headers only (a GLib source, a Qt animation driver), so the
+  # library needs neither GLib nor Qt; vsync-glib.pc and vsync-qt.pc add them to vsync's flags.
+  install -m 0644 include/vsync/vsync.h include/vsync/vsync-glib.h include/vsync/vsync-qt.h "$root/include/vsync/"
+  for pc in vsync vsync-glib vsync-qt; do
+    sed -e "s|@PREFIX@|$prefix|" -e "s|@LIBDIR@|$libdir|" -e "s|@INCLUDEDIR@|$prefix/include|" \
+        -e "s|@VERSION@|$version|" "Sources/libvsync/$pc.pc.in" > "$lib/pkgconfig/$pc.pc"
+  done
   install -m 0644 docs/LIBVSYNC.md "$root/share/doc/vsyncd/"
   install -m 0644 docs/man/libvsync.3 "$root/share/man/man3/"
   [ -z "$destdir" ] && command -v ldconfig >/dev/null && ldconfig

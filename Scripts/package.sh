@@ -2,7 +2,8 @@
 # Builds the Debian packages into out/deb (or --out DIR) and checks them with lintian:
 #   vsyncd          the daemon, vsync-probe, the units, the man pages and the docs (no Swift needed)
 #   libvsync1       libvsync.so.1 (needs only libc)
-#   libvsync-dev    the header, vsync.pc, the libvsync.so link and libvsync(3)
+#   libvsync-dev    the headers (vsync.h and the GLib and Qt adapters), their .pc files, the
+#                   libvsync.so link and libvsync(3)
 # plus their -dbgsym packages (the debug info stripped from the binaries).
 #
 #   Scripts/package.sh [--out DIR] [--no-lintian]
@@ -24,7 +25,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$(mkdir -p "$2" && cd "$2" && pwd); shift 2 ;;
     --no-lintian) lint=0; shift ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1': see --help" ;;
   esac
 done

@@ -31,7 +31,7 @@ enum AdapterCheck {
             try FileManager.default.createSymbolicLink(atPath: soname, withDestinationPath: try LibvsyncTests.library())
         }
         // Qt 6 is built with -reduce-relocations: code using it must be position independent
-        // (a PIE executable crashes in its first signal), as vsync-qt.pc says too.
+        // (a PIE executable crashes in its first signal).
         let compiler = name.hasSuffix(".cpp") ? ["c++", "-std=c++17", "-fPIC"] : ["cc", "-std=gnu11"]
         let result = try Command.run(compiler + ["-Wall", "-Wextra", "-Werror", "-pthread", "-I",
                                                  LibvsyncTests.repository.appendingPathComponent("include").path,
@@ -39,6 +39,19 @@ enum AdapterCheck {
                                      + ["-L", lib.path, "-l:libvsync.so.1", "-Wl,-rpath," + lib.path])
         try #require(result.status == 0, "building \(name) failed: \(result.output)")
         return output
+    }
+
+    /// Scripts/install.sh with the prefix `directory`/usr (the units beside it): the headers
+    /// and .pc files where pkg-config reads them as an installed libvsync's, so the examples build
+    /// with the README's lines, GLib's and Qt's flags from the system's own .pc files.
+    static func install(into directory: URL) throws -> URL {
+        let prefix = directory.appendingPathComponent("usr")
+        let binDir = URL(fileURLWithPath: DaemonProcess.binaryPath).deletingLastPathComponent().path
+        let result = try Command.run([LibvsyncTests.repository.appendingPathComponent("Scripts/install.sh").path,
+                                      "--bin-dir", binDir, "--destdir", "/", "--prefix", prefix.path,
+                                      "--unit-dir", directory.appendingPathComponent("units").path, "--no-swift-library"])
+        try #require(result.status == 0, "install.sh failed: \(result.output)")
+        return prefix
     }
 
     /// A tick's place: vsyncd's display id and the vblank's sequence.

@@ -53,4 +53,37 @@ struct LibvsyncGLibTests {
         let before = try #require(fds["before"].flatMap(Int.init)), running = try #require(fds["running"].flatMap(Int.init))
         #expect(running > before && fds["after"] == fds["before"], "\(fds)")
     }
+
+    /// examples/vsync-glib.c built the README's way against an install (vsync-glib.pc brings
+    /// GLib's flags), at a third of the display's rate.
+    @Test(.timeLimit(.minutes(2)))
+    func theExampleBuildsFromItsPkgConfigFileAndTicks() throws {
+        let daemon = try DaemonProcess(hertz: Double(Self.hertz), logLevel: "warning")
+        defer { daemon.stop() }
+        let prefix = try AdapterCheck.install(into: daemon.directory)
+        let lib = prefix.appendingPathComponent("lib")
+        for path in ["include/vsync/vsync-glib.h", "lib/pkgconfig/vsync-glib.pc"] {
+            #expect(FileManager.default.fileExists(atPath: prefix.appendingPathComponent(path).path), "\(path) not installed")
+        }
+        let work = daemon.directory
+        try FileManager.default.copyItem(at: LibvsyncTests.repository.appendingPathComponent("examples/vsync-glib.c"),
+                                         to: work.appendingPathComponent("vsync-glib.c"))
+        let build = try Command.run(["sh", "-c", "cd '\(work.path)' && cc vsync-glib.c $(pkg-config --cflags --libs vsync-glib) -o vsync-glib"],
+                                    environment: ["PKG_CONFIG_PATH": lib.appendingPathComponent("pkgconfig").path])
+        try #require(build.status == 0, "the README's cc line failed: \(build.output)")
+        let fps = Self.hertz / 3
+        let run = try Command.run([work.appendingPathComponent("vsync-glib").path, "--socket", daemon.socketPath, "--fps", "\(fps)",
+                                   "--frames", "10"], environment: ["LD_LIBRARY_PATH": lib.path])
+        #expect(run.status == 0, "\(run.output)")
+        let ticks = run.output.split(separator: "\n").filter { $0.hasPrefix("seq ") }.map { $0.split(separator: " ") }
+        #expect(ticks.count == 10 && run.output.contains("\n10 frames\n"), "\(run.output)")
+        // "seq S  t T  interval I ms  skipped K": every third vblank, gaps counted.
+        let sequences = ticks.compactMap { UInt64($0[1]) }, skipped = ticks.compactMap { UInt64($0[8]) }
+        #expect(sequences.count == 10 && skipped.count == 10, "\(run.output)")
+        for i in 1..<min(sequences.count, skipped.count) {
+            #expect(sequences[i] - sequences[i - 1] == 3 * (1 + skipped[i]), "\(run.output)")
+        }
+        let interval = String(format: "%.3f", Double(3 * 1_000_000_000 / UInt64(Self.hertz)) / 1e6)
+        #expect(ticks.allSatisfy { $0[5] == interval }, "interval \(interval) ms expected: \(run.output)")
+    }
 }

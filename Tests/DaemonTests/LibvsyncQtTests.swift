@@ -140,6 +140,43 @@ struct LibvsyncQtTests {
         Self.expectAnimationsFollowTheVblanks(frames)
     }
 
+    /// examples/vsync-qt.cpp built the README's way against an install (vsync-qt.pc brings Qt's
+    /// flags): its QML RotationAnimation (360° in 2 s) turns by the time between the vblanks.
+    @Test(.timeLimit(.minutes(2)))
+    func theExampleBuildsFromItsPkgConfigFileAndAnimatesOnTheVblanks() throws {
+        let daemon = try DaemonProcess(hertz: Double(Self.hertz), logLevel: "warning")
+        defer { daemon.stop() }
+        let prefix = try AdapterCheck.install(into: daemon.directory)
+        let lib = prefix.appendingPathComponent("lib")
+        for path in ["include/vsync/vsync-qt.h", "lib/pkgconfig/vsync-qt.pc"] {
+            #expect(FileManager.default.fileExists(atPath: prefix.appendingPathComponent(path).path), "\(path) not installed")
+        }
+        let work = daemon.directory
+        try FileManager.default.copyItem(at: LibvsyncTests.repository.appendingPathComponent("examples/vsync-qt.cpp"),
+                                         to: work.appendingPathComponent("vsync-qt.cpp"))
+        let build = try Command.run(["sh", "-c", "cd '\(work.path)' && c++ -std=c++17 -fPIC vsync-qt.cpp "
+                                     + "$(pkg-config --cflags --libs vsync-qt Qt6Quick) -o vsync-qt"],
+                                    environment: ["PKG_CONFIG_PATH": lib.appendingPathComponent("pkgconfig").path])
+        try #require(build.status == 0, "the README's c++ line failed: \(build.output)")
+        let run = try Command.run([work.appendingPathComponent("vsync-qt").path, "--socket", daemon.socketPath, "--frames", "20"],
+                                  environment: try Self.environment(work, ["LD_LIBRARY_PATH": lib.path]))
+        #expect(run.status == 0, "\(run.output)")
+        // "vblank S at T s on primary: rotation R"
+        let frames = run.output.split(separator: "\n").filter { $0.hasPrefix("vblank ") }.compactMap { line -> (Double, Double)? in
+            let w = line.split(separator: " ")
+            guard w.count == 9, let t = Double(w[3]), let r = Double(w[8]) else { return nil }
+            return (t, r)
+        }
+        #expect(frames.count == 20, "\(run.output)")
+        guard let first = frames.first else { return }
+        for (t, r) in frames {
+            // 0.18° per ms; the animation's clock truncates to the ms (0.18°) and the example
+            // prints hundredths of a degree.
+            let turned = (r - first.1 + 360).truncatingRemainder(dividingBy: 360), elapsedMs = (t - first.0) * 1000
+            #expect(abs(turned - elapsedMs * 0.18) < 0.18 + 0.01, "at \(t) s: turned \(turned)° in \(elapsedMs) ms: \(run.output)")
+        }
+    }
+
     /// A version 1 trace of displays on exact grids at whole rates, `seconds` long: SYNTHETIC.
     static func trace(_ displays: [(connector: String, hertz: Int)], seconds: Int) -> String {
         var lines = ["vsync-trace 1", "# SYNTHETIC: written by LibvsyncQtTests, displays on exact grids at whole rates"]

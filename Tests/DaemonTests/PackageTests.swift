@@ -97,11 +97,17 @@ struct PackageTests {
         #expect(!(try Self.field("libvsync1", "Depends")).contains(","), "libvsync1 should need libc alone")
 
         let dev = try Self.contents("libvsync-dev")
-        for path in ["/usr/include/vsync/vsync.h", "/usr/lib/\(triplet)/pkgconfig/vsync.pc", "/usr/share/man/man3/libvsync.3.gz"] {
+        for path in ["/usr/include/vsync/vsync.h", "/usr/lib/\(triplet)/pkgconfig/vsync.pc", "/usr/share/man/man3/libvsync.3.gz",
+                     "/usr/include/vsync/vsync-glib.h", "/usr/include/vsync/vsync-qt.h",
+                     "/usr/lib/\(triplet)/pkgconfig/vsync-glib.pc", "/usr/lib/\(triplet)/pkgconfig/vsync-qt.pc",
+                     "/usr/share/doc/libvsync-dev/examples/vsync-glib.c", "/usr/share/doc/libvsync-dev/examples/vsync-qt.cpp"] {
             #expect(dev.contains(path), "libvsync-dev has no \(path): \(dev)")
         }
         #expect(dev.contains { $0.hasPrefix("/usr/lib/\(triplet)/libvsync.so -> libvsync.so.1") }, "\(dev)")
         #expect(try Self.field("libvsync-dev", "Depends").contains("libvsync1 (= \(VsyncVersion.string))"))
+        // The main-loop adapters are headers: GLib and Qt are what the program builds with, not
+        // something libvsync-dev or libvsync1 must pull in.
+        #expect(try Self.field("libvsync-dev", "Suggests") == "libglib2.0-dev, qt6-base-dev")
 
         // The symbols file: every function of the header, at the version that brought it.
         let work = try Self.extract([])

@@ -8,8 +8,9 @@
  *   if (!driver.install())                      // before Qt Quick's first render loop exists
  *       qWarning("%s", qPrintable(driver.errorString()));   // Qt's own timer keeps animating
  *
- * Header-only, so libvsync itself gains no dependency on Qt:
- *   c++ -std=c++17 app.cpp $(pkg-config --cflags --libs vsync-qt Qt6Quick)
+ * Header-only, so libvsync itself gains no dependency on Qt (-fPIC: Qt 6 wants position
+ * independent code, which its CMake support adds and its .pc files do not):
+ *   c++ -std=c++17 -fPIC app.cpp $(pkg-config --cflags --libs vsync-qt Qt6Quick)
  *
  * Where Qt has no frame clock of its own it steps animations with a timer near 60 Hz and
  * assumes every frame lasts the same. This driver advances them once per vblank of the window's
