@@ -87,6 +87,26 @@ struct LibvsyncQtTests {
         #expect(output.contains("frames=\(frameCount) running=0"), "\(output)")
     }
 
+    /// install() after a QQuickWindow exists: Qt Quick's threaded render loop has installed its
+    /// own driver, Qt keeps it, and install() says so; the basic loop installs none, so there it
+    /// succeeds.
+    @Test(.timeLimit(.minutes(2)))
+    func installSaysWhenQtKeptAnotherDriver() throws {
+        let daemon = try DaemonProcess(hertz: Double(Self.hertz), logLevel: "warning")
+        defer { daemon.stop() }
+        let check = try AdapterCheck.build("qt-check.cpp", modules: ["Qt6Quick"], in: daemon.directory)
+        for (renderLoop, installed) in [("threaded", false), ("basic", true)] {
+            let run = try Command.run([check, "late", daemon.socketPath],
+                                      environment: try Self.environment(daemon.directory, ["QSG_RENDER_LOOP": renderLoop]))
+            #expect(run.status == 0, "\(run.output)")
+            #expect(run.output.contains("install after a QQuickWindow: \(installed) ("), "\(renderLoop): \(run.output)")
+            if !installed {
+                #expect(run.output.contains("install the vsync driver first"), "\(run.output)")
+                #expect(!run.output.contains("QUnifiedTimer: animation driver already installed"), "Qt's warning reached the log: \(run.output)")
+            }
+        }
+    }
+
     /// Two displays (a replayed trace, flagged synthetic like the timer source) at 144 and
     /// 75 Hz, named as Wayland and eglfs name screens; the offscreen platform gets screens of
     /// those names and one vsyncd does not know. The window moves between them: the driver

@@ -15,6 +15,9 @@
  *     A window shown on the first SCREEN (a QScreen name of the offscreen platform's config)
  *     with an animation running; every FRAMES frames it moves to the next SCREEN. Each frame
  *     prints the driver's selector and the frame's display and interval.
+ *
+ *   qt-check late SOCKET
+ *     install() after a QQuickWindow exists: what it returns and why.
  */
 #include <atomic>
 #include <cinttypes>
@@ -236,9 +239,20 @@ static int follow(int argc, char **argv) {
     return app.exec();
 }
 
+/* The order the header asks for, broken: a QQuickWindow first, then install(). */
+static int late(int argc, char **argv) {
+    QGuiApplication app(argc, argv);
+    QQuickView view;
+    vsync::AnimationDriver driver(&view, argv[2]);
+    const bool installed = driver.install();
+    printf("install after a QQuickWindow: %s (%s)\n", installed ? "true" : "false", qPrintable(driver.errorString()));
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc >= 5 && !strcmp(argv[1], "animate")) return animate(argc, argv);
     if (argc >= 5 && !strcmp(argv[1], "follow")) return follow(argc, argv);
-    fprintf(stderr, "usage: qt-check animate SOCKET FRAMES WINDOW | follow SOCKET FRAMES SCREEN...\n");
+    if (argc >= 3 && !strcmp(argv[1], "late")) return late(argc, argv);
+    fprintf(stderr, "usage: qt-check animate SOCKET FRAMES WINDOW | follow SOCKET FRAMES SCREEN... | late SOCKET\n");
     return 64;
 }

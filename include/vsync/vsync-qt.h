@@ -3,10 +3,11 @@
  * of the display a window is on, instead of Qt's own timer.
  *
  *   QGuiApplication app(argc, argv);
- *   QQuickView view;                            // or any QWindow
- *   vsync::AnimationDriver driver(&view);       // connects to vsyncd; follows view's screen
- *   if (!driver.install())                      // before Qt Quick's first render loop exists
+ *   vsync::AnimationDriver driver;              // connects to vsyncd
+ *   if (!driver.install())                      // before the first QQuickWindow exists
  *       qWarning("%s", qPrintable(driver.errorString()));   // Qt's own timer keeps animating
+ *   QQuickView view;                            // or any QWindow
+ *   driver.setWindow(&view);                    // its display, and the next one if it moves
  *
  * Header-only, so libvsync itself gains no dependency on Qt (-fPIC: Qt 6 wants position
  * independent code, which its CMake support adds and its .pc files do not):
@@ -75,12 +76,21 @@ public:
     AnimationDriver &operator=(const AnimationDriver &) = delete;
 
     /* Makes this the animation driver of the calling thread. Call it before the first
-     * QQuickWindow is created: Qt Quick's threaded render loop installs a driver of its own when
-     * it starts, and Qt keeps the one installed first (it warns "animation driver already
-     * installed" otherwise). False, and nothing installed, without a connection to vsyncd. */
+     * QQuickWindow is created: Qt Quick's threaded render loop installs a driver of its own then,
+     * and Qt keeps the one installed first. False, with errorString() saying why, without a
+     * connection to vsyncd or when Qt kept another driver. */
     bool install() {
         if (client_ == nullptr || installed_) return installed_;
+        // Qt refuses a second driver with a warning alone: the only public sign of it.
+        refused() = false;
+        previousHandler() = qInstallMessageHandler(&AnimationDriver::watchInstall);
         QAnimationDriver::install();
+        qInstallMessageHandler(previousHandler());
+        if (refused()) {
+            error_ = QStringLiteral("Qt already has an animation driver on this thread (a QQuickWindow created before "
+                                    "install() brings Qt Quick's): install the vsync driver first");
+            return false;
+        }
         installed_ = true;
         return true;
     }
@@ -136,6 +146,24 @@ private:
         std::memset(&self->frame_, 0, sizeof self->frame_);
         std::memcpy(&self->frame_, frame, std::min<size_t>(frame->struct_size, sizeof self->frame_));
         self->newFrame_ = true;
+    }
+
+    static bool &refused() {
+        static thread_local bool value = false;
+        return value;
+    }
+
+    static QtMessageHandler &previousHandler() {
+        static QtMessageHandler handler = nullptr;
+        return handler;
+    }
+
+    static void watchInstall(QtMsgType type, const QMessageLogContext &context, const QString &message) {
+        if (message.startsWith(QLatin1String("QUnifiedTimer: animation driver already installed"))) {
+            refused() = true;
+            return;
+        }
+        previousHandler()(type, context, message);
     }
 
     static void onError(vsync_link *, int, const char *message, void *user) {
