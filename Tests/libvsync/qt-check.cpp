@@ -76,7 +76,9 @@ static void print_frame(const vsync::AnimationDriver &driver, const vsync_frame 
 }
 
 /* The window of the idle check: WINDOW vblanks of a second client, opened at the first vblank
- * that finds the GUI thread settled and asleep. */
+ * that finds the GUI thread settled and asleep, and at least 3 vblanks after the settle: Qt
+ * Quick renders the last animated frame on a 5 ms update timer (the offscreen platform's
+ * requestUpdate), armed before the settle, which has fired by then or left the thread runnable. */
 struct IdleWatch {
     const char *socket;
     long window;
@@ -96,12 +98,14 @@ struct IdleWatch {
             QMetaObject::invokeMethod(qApp, &QCoreApplication::quit, Qt::QueuedConnection);
             return;
         }
-        long start = -1, switches = 0;
+        long start = -1, switches = 0, settled_at = -1;
         char text[64] = "";
         for (;;) {
             if (vsync_client_dispatch(client, -1) <= 0) continue;
             if (start < 0) {
                 if (!settled) continue;
+                if (settled_at < 0) settled_at = (long)sequence;
+                if ((long)sequence - settled_at < 3) continue;
                 task_field(gui_tid, "State", text, sizeof text);
                 if (text[0] != 'S') continue;
                 switches = task_field(gui_tid, "voluntary_ctxt_switches", nullptr, 0);
