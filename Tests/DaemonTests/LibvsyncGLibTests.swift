@@ -12,6 +12,23 @@ struct LibvsyncGLibTests {
     /// Not 60 Hz: a source that fell back to a 60 Hz timer would show it in every interval.
     static let hertz = 75
 
+    /// As vsync.h: C99 and C++ with every warning an error, so it fits any GLib program.
+    @Test func theHeaderCompilesCleanlyAsC99AndCxx() throws {
+        let dir = try LibvsyncTests.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = dir.appendingPathComponent("h.c")
+        try "#include <vsync/vsync-glib.h>\nint main(void) { return vsync_error_quark() == 0; }\n"
+            .write(to: source, atomically: true, encoding: .utf8)
+        let flags = try AdapterCheck.pkgConfig(["glib-2.0"])
+        for (compiler, standard) in [("cc", "-std=c99"), ("c++", "-std=c++11")] {
+            var arguments = [compiler, standard, "-Wall", "-Wextra", "-Werror", "-pedantic", "-I",
+                             LibvsyncTests.repository.appendingPathComponent("include").path]
+            if compiler == "c++" { arguments += ["-x", "c++"] }
+            let result = try Command.run(arguments + [source.path, "-c", "-o", dir.appendingPathComponent("h.o").path] + flags)
+            #expect(result.status == 0, "\(compiler) \(standard): \(result.output)")
+        }
+    }
+
     @Test(.timeLimit(.minutes(2)))
     func framesAreVsyncdsTicksAndThePausedSourceLeavesTheLoopAsleep() throws {
         let daemon = try DaemonProcess(hertz: Double(Self.hertz), logLevel: "warning")
