@@ -13,7 +13,7 @@ set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(dirname "$here")
 build=${1:-$repo/.build/release}; secs=${2:-8}
-[ -x "$build/vsyncd" ] && [ -e "$build/libvsync.so" ] || { echo "client-callgrind: $build/vsyncd or libvsync.so missing: run Scripts/build-release.sh" >&2; exit 1; }
+if ! [ -x "$build/vsyncd" ] || ! [ -e "$build/libvsync.so" ]; then echo "client-callgrind: $build/vsyncd or libvsync.so missing: run Scripts/build-release.sh" >&2; exit 1; fi
 command -v valgrind >/dev/null || { echo "client-callgrind: valgrind missing: apt-get install valgrind" >&2; exit 1; }
 dir=$(mktemp -d /tmp/client-callgrind.XXXXXX)
 soname=$(readelf -d "$build/libvsync.so" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
@@ -32,8 +32,9 @@ kill $vpid; wait $vpid 2>/dev/null
 a=$dir/annotate.txt
 callgrind_annotate --inclusive=yes --tree=caller "$dir/cg.out" >"$a" 2>&1
 # vsync_client_dispatch (the exported C symbol), called from the client's main loop.
-set -- $(grep -E "< .*libvsync-client.c:main .*\(([0-9,]+)x\)" "$a" | sed -E 's/^ *([0-9,]+).*\(([0-9,]+)x\).*/\1 \2/' | tr -d , |
+read -r ir calls < <(grep -E "< .*libvsync-client.c:main .*\(([0-9,]+)x\)" "$a" | sed -E 's/^ *([0-9,]+).*\(([0-9,]+)x\).*/\1 \2/' | tr -d , |
   sort -n | tail -1)
+set -- "${ir:-0}" "${calls:-0}"
 [ "${2:-0}" -gt 0 ] || { echo "client-callgrind: no vsync_client_dispatch calls found (see $a)" >&2; exit 1; }
 echo "${secs} s at 240 Hz: vsync_client_dispatch $2 calls, $(( $1 / $2 )) Ir per call"
-[ -n "${KEEP:-}" ] && echo "kept $dir" || rm -rf "$dir"
+if [ -n "${KEEP:-}" ]; then echo "kept $dir"; else rm -rf "$dir"; fi

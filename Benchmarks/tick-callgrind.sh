@@ -14,7 +14,9 @@ bin=${1:-.build/release/vsyncd}; n=${2:-100}; secs=${3:-10}
 # The raw client: beside VSYNCD if one is there, else the Benchmarks package's release build.
 client=$(dirname "$bin")/vsync-bench-client
 [ -x "$client" ] || client=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/.build/release/vsync-bench-client
-[ -x "$bin" ] && [ -x "$client" ] || { echo "tick-callgrind: $bin or $client missing: run Scripts/build-release.sh and swift build -c release --package-path Benchmarks" >&2; exit 1; }
+if ! [ -x "$bin" ] || ! [ -x "$client" ]; then
+  echo "tick-callgrind: $bin or $client missing: run Scripts/build-release.sh and swift build -c release --package-path Benchmarks" >&2; exit 1
+fi
 command -v valgrind >/dev/null || { echo "tick-callgrind: valgrind missing: apt-get install valgrind" >&2; exit 1; }
 dir=$(mktemp -d /tmp/tick-callgrind.XXXXXX)
 sock=$dir/vsyncd.sock
@@ -34,7 +36,8 @@ a=$dir/annotate.txt
 callgrind_annotate --inclusive=yes --tree=caller "$dir/cg.out" >"$a" 2>&1
 total=$(grep "PROGRAM TOTALS" "$a" | awk '{gsub(",","",$1); print $1}')
 # Server.vblank(_:sequence:timestampNs:): inclusive Ir and calls, summed over its callers.
-set -- $(grep -E "=> .*6ServerC6vblank_8sequence11timestampNs.*\(" "$a" | sed -E 's/^ *([0-9,]+).*\(([0-9,]+)x\).*/\1 \2/' | tr -d , | awk '{i+=$1; c+=$2} END {print i+0, c+0}')
+read -r ir calls < <(grep -E "=> .*6ServerC6vblank_8sequence11timestampNs.*\(" "$a" | sed -E 's/^ *([0-9,]+).*\(([0-9,]+)x\).*/\1 \2/' | tr -d , | awk '{i+=$1; c+=$2} END {print i+0, c+0}')
+set -- "$ir" "$calls"
 [ "${2:-0}" -gt 0 ] || { echo "tick-callgrind: no Server.vblank calls found (see $a)" >&2; exit 1; }
 echo "N $n, ${secs} s at 240 Hz: Server.vblank $2 calls, $(( $1 / $2 )) Ir per vblank; whole program $(( total / $2 )) Ir per vblank"
-[ -n "${KEEP:-}" ] && echo "kept $dir" || rm -rf "$dir"
+if [ -n "${KEEP:-}" ]; then echo "kept $dir"; else rm -rf "$dir"; fi

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for the scripts in Scripts/. Sourced, not run.
 log() { echo "[$(basename "$0")] $*" >&2; }
 die() { echo "$(basename "$0"): $*" >&2; exit 1; }

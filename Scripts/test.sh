@@ -3,10 +3,10 @@
 # (cached in /var/cache/vsyncd), builds everything (the Benchmarks package too, for the soak)
 # and the Debian packages (checked by lintian), and runs unit, daemon, package and VM tests,
 # then libvsync's Rust crate and Python package (Scripts/test-bindings.sh: cargo test
-# --offline, pytest in a fresh virtualenv).
+# --offline, pytest in a fresh virtualenv), after the linters (Scripts/lint.sh).
 #
 #   Scripts/test.sh            # everything
-#   Scripts/test.sh --filter X # only tests matching X (passed to `swift test`)
+#   Scripts/test.sh --filter X # only tests matching X (passed to `swift test`), no linters
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(dirname "$here")
@@ -19,6 +19,13 @@ ensure_packages pkg-config libdrm-dev libdrm-tests qemu-system-x86 systemd g++ b
   debhelper dpkg-dev lintian groff-base \
   libglib2.0-dev qt6-base-dev qt6-declarative-dev qml6-module-qtquick
 command -v swift >/dev/null || die "swift not found: install Swift 6.1 or newer (https://swift.org/install) and put it on PATH"
+
+# Every part runs even if one before it failed; the script fails if any did.
+status=0
+if [ $# -eq 0 ]; then
+  log "linters (Scripts/lint.sh: shellcheck and swift format lint)"
+  "$here/lint.sh" || status=$?
+fi
 
 log "kernel for the VM test bed (Debian's newest linux-source-7.x, fetched with a private apt state)"
 kernel=$("$here/../Tests/TestBed/build-kernel.sh")
@@ -41,8 +48,6 @@ fi
 log "running tests"
 # One test at a time: the VM, soak and latency tests measure timing, and on 2 cores parallel
 # suites would measure each other instead.
-# Both suites run even if the first fails; the script fails if either did.
-status=0
 swift test --skip-build --no-parallel "$@" || status=$?
 
 if [ $# -eq 0 ]; then

@@ -119,7 +119,7 @@ if [ -s "$out/bzImage" ]; then
 fi
 
 # The source tarball, cached by package version (the .deb is dropped once it is unpacked).
-tarball=$(ls "$cache/src/$pkg"_"$version"/usr/src/linux-source-*.tar.xz 2>/dev/null | head -n1 || true)
+tarball=$(ls "$cache/src/${pkg}_$version"/usr/src/linux-source-*.tar.xz 2>/dev/null | head -n1 || true)
 if [ -z "$tarball" ]; then
   deb=$(ls "$apt_dir/archives/$pkg"_*.deb 2>/dev/null | head -n1 || true)
   if [ -z "$deb" ]; then
@@ -135,7 +135,7 @@ if [ -z "$tarball" ]; then
     fi
     deb=$(ls "$apt_dir/archives/$pkg"_*.deb | head -n1)
   fi
-  dest="$cache/src/$pkg"_"$version"
+  dest="$cache/src/${pkg}_$version"
   rm -rf "$dest.tmp"; mkdir -p "$dest.tmp"
   dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$dest.tmp" --wildcards './usr/src/linux-source-*.tar.xz' \
     || die "$deb holds no usr/src/linux-source-*.tar.xz"
@@ -155,11 +155,11 @@ grep -v '^#' "$here/kernel.config" | grep . > .config.extra
 ./scripts/kconfig/merge_config.sh -m .config .config.extra >/dev/null
 make -s olddefconfig >/dev/null
 # merge_config quietly drops options whose dependencies are unmet: refuse such a kernel.
-missing=0
+unset_options=0
 while IFS= read -r line; do
-  if ! grep -qx "$line" .config; then echo "kernel option not set: $line" >&2; missing=1; fi
+  if ! grep -qx "$line" .config; then echo "kernel option not set: $line" >&2; unset_options=1; fi
 done < .config.extra
-[ $missing -eq 0 ] || die "kernel config incomplete: fix Tests/TestBed/kernel.config"
+[ "$unset_options" -eq 0 ] || die "kernel config incomplete: fix Tests/TestBed/kernel.config"
 jobs=$(( $(nproc) + 1 ))
 log "building bzImage with -j$jobs (about 10 minutes on 2 cores)"
 started=$SECONDS

@@ -48,7 +48,7 @@ as_user=(setpriv --reuid 61001 --regid 61001 --groups "$video" --)
 started=$(uptime_s)
 # Started directly (not through a function), so $! is the probe itself and gets the SIGINT.
 "${as_user[@]}" /usr/bin/vsync-probe follow --fps 60 --json >/tmp/full.out 2>/tmp/full.err & full=$!
-for i in $(seq 200); do [ "$(show SubState)" = running ] && break; sleep 0.1; done
+for _ in $(seq 200); do [ "$(show SubState)" = running ] && break; sleep 0.1; done
 echo "@@figure activation_s $(echo "$(uptime_s) - $started" | bc)"
 state="$(show ActiveState)/$(show SubState)"
 [ "$state" = active/running ]; check socket-activation $? "first client started vsyncd.service: $state"
@@ -56,7 +56,7 @@ state="$(show ActiveState)/$(show SubState)"
 pid=$(show MainPID)
 # Type=notify: active means READY=1 arrived; STATUS= is the daemon's own line, which says 2
 # clients once the second has connected (a process starting under TCG: waited for, 30 s at most).
-for i in $(seq 300); do
+for _ in $(seq 300); do
   status_text=$(show StatusText)
   echo "$status_text" | grep -q "display(s) (1 on), 2 client(s)" && break
   sleep 0.1
@@ -71,7 +71,7 @@ case "$groups" in *" $video "*) true ;; *) false ;; esac; check group-video $? "
 sched=$(awk '{print $41 ":" $40}' /proc/"$pid"/stat)
 rttime=$(awk '/^Max realtime timeout/ {print $4 ":" $5}' /proc/"$pid"/limits)
 [ "$sched" = 2:1 ] && [ "$rttime" = 500000:500000 ]; check realtime-rr-1 $? "policy:rt_priority $sched, RLIMIT_RTTIME soft:hard $rttime us"
-fds=$(ls -l /proc/"$pid"/fd 2>&1 | grep -c /dev/dri/card0)
+fds=$(find /proc/"$pid"/fd -lname /dev/dri/card0 2>/dev/null | wc -l)
 [ "$fds" -ge 1 ]; check device-open $? "/dev/dri/card0 open $fds time(s)"
 
 # Half way, a mode change to 50 Hz (vkms-modeset sets it and holds it 5 s; it stays after).
@@ -104,7 +104,7 @@ systemctl daemon-reload
 since=$(date +%s)
 systemctl start vsyncd.service 2>/dev/null
 # Its line reaches the journal when the daemon has run (30 s at most).
-for i in $(seq 300); do
+for _ in $(seq 300); do
   line=$(journalctl -u vsyncd.service --since "@$since" -o cat --no-pager | grep "^vsyncd: " | head -n 1)
   [ -n "$line" ] && break
   sleep 0.1

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by guest-init.sh (PID 1) when vm-run.sh --systemd asked for systemd as PID 1.
 #
 # The command becomes a oneshot unit, vm-run.service, which the kernel command line names as

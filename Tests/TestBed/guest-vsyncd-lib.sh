@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Shell functions for running vsyncd and its clients inside the VM test bed (Tests/TestBed/vm-run.sh),
 # sourced by the scripts the VM tests build (Tests/VMTests/Vsyncd*.swift, Fault*.swift):
 #
@@ -29,6 +30,7 @@ mark() { echo "@@mark $1 $(mono_ns)"; }
 
 # vsyncd_start [ARGS...]: starts vsyncd on $VSYNCD_SOCK and returns once it logged "ready"
 # (marked as vsyncd-ready).
+# shellcheck disable=SC2120 # the tests' guest scripts pass it vsyncd's options
 vsyncd_start() {
   before=$(grep -c 'vsyncd ready' "$VSYNCD_LOG")
   "$VSYNC_BIN/vsyncd" --socket "$VSYNCD_SOCK" --log-level info "$@" 2>>"$VSYNCD_LOG" &
@@ -54,22 +56,23 @@ vsyncd_restart_timed() {
     sleep 0.02
   done
   mark launch
+  # shellcheck disable=SC2119 # no options here: the defaults
   vsyncd_start
-  wait $poller
+  wait "$poller"
   sed -n 's/.*"\(listening\|serving\)", "recvNs": \([0-9]*\).*/@@\1 \2/p' /tmp/listen.out
 }
 
 # vsyncd_stop: SIGTERM, and the exit status as @@vsyncd.status.
 vsyncd_stop() {
-  kill -TERM $VSYNCD 2>/dev/null
-  wait $VSYNCD
+  kill -TERM "$VSYNCD" 2>/dev/null
+  wait "$VSYNCD"
   echo "@@vsyncd.status $?"
 }
 
 # follow NAME ARGS...: a `vsync-probe follow --json` client in the background.
 follow() {
   name=$1; shift
-  "$VSYNC_BIN/vsync-probe" follow --socket "$VSYNCD_SOCK" --json "$@" >/tmp/c.$name.out 2>/tmp/c.$name.err &
+  "$VSYNC_BIN/vsync-probe" follow --socket "$VSYNCD_SOCK" --json "$@" >"/tmp/c.$name.out" 2>"/tmp/c.$name.err" &
   eval "PID_$name=$!"
   CLIENTS="${CLIENTS:-} $name"
 }
@@ -77,7 +80,7 @@ follow() {
 # raw NAME FPS [--never-read]: Tests/TestBed/guest-vsyncd-client.py (prints display events too).
 raw() {
   name=$1; shift
-  python3 "$GUEST_CLIENT" "$VSYNCD_SOCK" "$@" >/tmp/c.$name.out 2>/tmp/c.$name.err &
+  python3 "$GUEST_CLIENT" "$VSYNCD_SOCK" "$@" >"/tmp/c.$name.out" 2>"/tmp/c.$name.err" &
   eval "PID_$name=$!"
   CLIENTS="${CLIENTS:-} $name"
 }
@@ -91,7 +94,7 @@ follow_file() { [ -e "$1" ] || : >>"$1"; sh -c 'echo $$; exec tail -n +1 -F "$1"
 
 # wait_ticks NAME N: until client NAME printed N lines (30 s at most).
 wait_ticks() {
-  follow_file /tmp/c.$1.out | {
+  follow_file "/tmp/c.$1.out" | {
     read -r reader
     [ "$(timeout 30 head -n "$2" | wc -l)" -ge "$2" ]; found=$?
     kill -PIPE "$reader" 2>/dev/null; exit $found
@@ -101,7 +104,7 @@ wait_ticks() {
 # wait_line NAME PATTERN [N]: until client NAME printed N lines (default 1) matching PATTERN
 # (grep -E), 30 s at most.
 wait_line() {
-  follow_file /tmp/c.$1.out | {
+  follow_file "/tmp/c.$1.out" | {
     read -r reader
     [ "$(timeout 30 grep -m "${3:-1}" -cE "$2")" -ge "${3:-1}" ]; found=$?
     kill -PIPE "$reader" 2>/dev/null; exit $found
@@ -126,6 +129,7 @@ wait_connector() {
 # stop NAME [SIGNAL]: SIGINT by default (follow then prints its summary); waits for it.
 stop() {
   eval "pid=\$PID_$1"
+  # shellcheck disable=SC2154 # set by the eval above
   kill -"${2:-INT}" "$pid" 2>/dev/null
   wait "$pid"
   echo "@@$1.status $?"
@@ -139,8 +143,8 @@ modeset() {
 # dump: every client's output and the daemon's log, tagged.
 dump() {
   for name in ${CLIENTS:-}; do
-    sed "s/^/@@$name /" /tmp/c.$name.out
-    sed "s/^/@@$name.err /" /tmp/c.$name.err
+    sed "s/^/@@$name /" "/tmp/c.$name.out"
+    sed "s/^/@@$name.err /" "/tmp/c.$name.err"
   done
   sed 's/^/@@vsyncd.log /' "$VSYNCD_LOG"
 }
@@ -157,4 +161,4 @@ hold() {
   sed "s/^/@@modeset $(mono_ns) /" /tmp/hold.out
 }
 
-release() { kill $HOLD; wait $HOLD; }
+release() { kill "$HOLD"; wait "$HOLD"; }

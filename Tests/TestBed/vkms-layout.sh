@@ -72,8 +72,8 @@ connectors_of() {
   card=$(basename "$1")
   for d in /sys/class/drm/"$card"-*; do
     [ -e "$d" ] || continue
-    case "${d##*/$card-}" in Writeback-*) continue ;; esac
-    echo "$(cat "$d/connector_id" 2>/dev/null || echo 0) ${d##*/$card-}"
+    case "${d##*/"$card"-}" in Writeback-*) continue ;; esac
+    echo "$(cat "$d/connector_id" 2>/dev/null || echo 0) ${d##*/"$card"-}"
   done | sort -n | awk '{print $2}'
 }
 
@@ -184,7 +184,7 @@ case "$cmd" in
   unplug|plug)
     display_arg "${1:-}"
     dir=$(device_dir "${1%.*}")
-    echo "$([ "$cmd" = plug ] && echo 1 || echo 2)" >"$dir/connectors/connector${1##*.}/status"
+    if [ "$cmd" = plug ]; then echo 1; else echo 2; fi >"$dir/connectors/connector${1##*.}/status"
     say "$1 $(cat "$state/$1.conn") ${cmd}ged" ;;
   disable)
     dir=$(device_dir "${1:-}")

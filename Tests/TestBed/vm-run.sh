@@ -60,7 +60,7 @@ while [ $# -gt 0 ]; do
     --append) extra_append+=" ${2:?--append needs kernel arguments}"; shift 2 ;;
     --systemd) extra_append+=" vsyncd.guest=systemd systemd.unit=vm-run.service"; shift ;;
     --host-tsc) host_tsc=1; shift ;;
-    --virtio-gpu) devices+=(-device virtio-gpu-pci,edid=on,xres=1280,yres=800); shift ;;
+    --virtio-gpu) devices+=(-device "virtio-gpu-pci,edid=on,xres=1280,yres=800"); shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; break ;;
     *) echo "vm-run: unknown option '$1': the command goes after --; see --help" >&2; exit 125 ;;
@@ -108,12 +108,12 @@ qemu_pid="" out_pid="" err_pid=""
 stop_qemu() {
   [ -n "$qemu_pid" ] || return 0
   kill "$qemu_pid" 2>/dev/null || true
-  local i
-  for i in $(seq 30); do kill -0 "$qemu_pid" 2>/dev/null || break; sleep 0.1; done
+  for _ in $(seq 30); do kill -0 "$qemu_pid" 2>/dev/null || break; sleep 0.1; done
   kill -KILL "$qemu_pid" 2>/dev/null || true
   wait "$qemu_pid" 2>/dev/null || true
   qemu_pid=""
 }
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
   stop_qemu
   [ -n "$out_pid" ] && finish_output
