@@ -13,7 +13,8 @@ extension DisplayLink {
     public var currentDisplay: Display? {
         withState { s in
             guard case .subscribed(let id) = s.subscription, let d = connection.subscription(id)?.display,
-                  d.displayID != 0 else { return nil }
+                d.displayID != 0
+            else { return nil }
             return d
         }
     }
@@ -26,7 +27,8 @@ extension DisplayLink {
     /// `wl_output`'s name or an X11 RandR output to `connectorName`, or a monitor to its EDID, and
     /// select it with ``DisplaySelector/parse(_:)`` (`"DP-1"`, `"edid:DEL/DELL U2720Q/ABC123"`,
     /// `"crtc:45@card1"`). One short connection of its own; throws the one-line error.
-    public static func displays(socketPath: String? = nil, timeoutNanoseconds: UInt64 = 2_000_000_000) throws(DisplayLinkError) -> [Display] {
+    public static func displays(socketPath: String? = nil, timeoutNanoseconds: UInt64 = 2_000_000_000) throws(DisplayLinkError) -> [Display]
+    {
         let client = try VsyncClient(.init(socketPath: DisplayLinkConnection.resolvedPath(socketPath), clientName: "DisplayLink.displays"))
         return try client.listDisplays(timeoutNs: timeoutNanoseconds)
     }

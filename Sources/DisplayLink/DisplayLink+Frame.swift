@@ -47,7 +47,8 @@ extension DisplayLink {
             self.sequence = sequence
             let target = targetSequence ?? sequence &+ 1
             self.targetSequence = target
-            self.frameTimelines = frameTimelines
+            self.frameTimelines =
+                frameTimelines
                 ?? FrameTimelines([FrameTimeline(sequence: target, presentationNs: targetTimestampNanoseconds)])
             self.skipped = skipped
             self.flags = flags

@@ -29,7 +29,8 @@ extension DisplayLink {
     public func remove(from runLoop: RunLoop, forMode mode: RunLoop.Mode) {
         let (old, new) = withState { s -> (Timer?, Timer?) in
             guard let i = s.contexts.runLoops.firstIndex(where: { $0.runLoop === runLoop }),
-                  s.contexts.runLoops[i].modes.contains(mode) else { return (nil, nil) }
+                s.contexts.runLoops[i].modes.contains(mode)
+            else { return (nil, nil) }
             let old = s.contexts.runLoops[i].timer
             s.contexts.runLoops[i].modes.remove(mode)
             if s.contexts.runLoops[i].modes.isEmpty {

@@ -109,13 +109,16 @@ final class DisplayLinkConnection: Sendable {
     // MARK: Called by links (any thread, with the link's lock held)
 
     /// Subscribes `link` with its settings, which the core owns from now on.
-    func register(_ link: DisplayLink, selector: DisplaySelector, settings: DisplayLink.Settings,
-                  onlyQueue: DispatchQueue?) -> UInt32? {
+    func register(
+        _ link: DisplayLink, selector: DisplaySelector, settings: DisplayLink.Settings,
+        onlyQueue: DispatchQueue?
+    ) -> UInt32? {
         let (id, startThread, failure) = withCore { s -> (UInt32?, Bool, DisplayLinkError?) in
             guard let client = s.client else { return (nil, false, s.coreError) }
-            let id = client.subscribe(selector, range: settings.range, paused: settings.paused,
-                                      flags: settings.flags,
-                                      workDurationNs: settings.workDurationNs)
+            let id = client.subscribe(
+                selector, range: settings.range, paused: settings.paused,
+                flags: settings.flags,
+                workDurationNs: settings.workDurationNs)
             s.links[id] = link
             s.inline.set(id, onlyQueue: onlyQueue)
             let start = !s.readerRunning
@@ -247,8 +250,10 @@ final class DisplayLinkConnection: Sendable {
 
     /// Hands each link its events. Handlers that run on this thread (``DisplayLink/start()``,
     /// or inline on the queue) run last, so a slow one delays only the others of its kind.
-    private func deliver(_ batch: inout [Delivery], _ runs: inout [DisplayLink.PendingRun],
-                         inlineOn inlineQueue: DispatchQueue?) {
+    private func deliver(
+        _ batch: inout [Delivery], _ runs: inout [DisplayLink.PendingRun],
+        inlineOn inlineQueue: DispatchQueue?
+    ) {
         for (link, event) in batch {
             switch event {
             case .frame(let frame):

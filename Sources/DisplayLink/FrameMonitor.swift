@@ -140,10 +140,16 @@ private final class Counter: Sendable {
     let onHitch: (@Sendable (FrameMonitor.Hitch) -> Void)?
     private let state = Mutex(State())
 
-    init(windowNs: UInt64, hitchNs: UInt64, work: (@Sendable (DisplayLink) -> Void)?, frameWork: (any FrameWorkCounting)?,
-         onReport: @escaping @Sendable (FrameMonitor.Report) -> Void, onHitch: (@Sendable (FrameMonitor.Hitch) -> Void)?) {
-        self.windowNs = windowNs; self.hitchNs = hitchNs; self.work = work; self.frameWork = frameWork
-        self.onReport = onReport; self.onHitch = onHitch
+    init(
+        windowNs: UInt64, hitchNs: UInt64, work: (@Sendable (DisplayLink) -> Void)?, frameWork: (any FrameWorkCounting)?,
+        onReport: @escaping @Sendable (FrameMonitor.Report) -> Void, onHitch: (@Sendable (FrameMonitor.Hitch) -> Void)?
+    ) {
+        self.windowNs = windowNs
+        self.hitchNs = hitchNs
+        self.work = work
+        self.frameWork = frameWork
+        self.onReport = onReport
+        self.onHitch = onHitch
     }
 
     /// The monitor was scheduled: the frame work is counted from here (the first scheduling only).
@@ -169,8 +175,9 @@ private final class Counter: Sendable {
         let (report, hitch) = state.withLock { s -> (FrameMonitor.Report?, FrameMonitor.Hitch?) in
             var hitch: FrameMonitor.Hitch?
             if s.lastCallbackNs > 0, now - s.lastCallbackNs > hitchNs {
-                hitch = FrameMonitor.Hitch(duration: Double(now - s.lastCallbackNs) / 1e9,
-                                           timestamp: Double(now) / 1e9, droppedFrames: frame.skipped)
+                hitch = FrameMonitor.Hitch(
+                    duration: Double(now - s.lastCallbackNs) / 1e9,
+                    timestamp: Double(now) / 1e9, droppedFrames: frame.skipped)
             }
             s.lastCallbackNs = now
             if s.workAtStart == nil {  // its link was scheduled directly, not through the monitor

@@ -194,8 +194,9 @@ extension FrameWork {
             var starts: [Key] = []
             for (k, request) in pending.sorted(by: { $0.value.order < $1.value.order }) {
                 let (sequence, ns) = Self.target(request.target.index, of: frame)
-                let run = Run(key: k, request: request, epoch: epoch, targetSequence: sequence, targetNs: ns,
-                              commitDeadlineNs: ns > lead ? ns - lead : 0)
+                let run = Run(
+                    key: k, request: request, epoch: epoch, targetSequence: sequence, targetNs: ns,
+                    commitDeadlineNs: ns > lead ? ns - lead : 0)
                 var state = keys[k] ?? KeyState()
                 if state.waiting != nil {
                     // Replaced before a thread took it; the new run keeps its place in the
@@ -220,7 +221,8 @@ extension FrameWork {
             let timelines = frame.frameTimelines
             if index < timelines.count { return (timelines[index].sequence, timelines[index].presentationNs) }
             let base = timelines.first ?? FrameTimeline(sequence: frame.targetSequence, presentationNs: frame.targetTimestampNanoseconds)
-            let (stepSequence, stepNs): (UInt64, UInt64) = timelines.count >= 2
+            let (stepSequence, stepNs): (UInt64, UInt64) =
+                timelines.count >= 2
                 ? (timelines[1].sequence - timelines[0].sequence, timelines[1].presentationNs - timelines[0].presentationNs)
                 : (max(frame.targetSequence &- frame.sequence, 1), frame.targetTimestampNanoseconds &- frame.timestampNanoseconds)
             let n = UInt64(index)

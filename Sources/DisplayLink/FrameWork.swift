@@ -62,8 +62,9 @@ public final class FrameWork<Key: Hashable & Sendable, Output: Sendable>: FrameW
         /// and three vblanks after it, and a target further out would be a guess; anything
         /// else stops the program, as an out-of-range index does.
         public static func framesAhead(_ n: Int) -> Target {
-            precondition((1...FrameTimelines.capacity - 1).contains(n),
-                         "FrameWork: framesAhead(\(n)) is outside 1…\(FrameTimelines.capacity - 1), the vblanks a frame's timelines predict")
+            precondition(
+                (1...FrameTimelines.capacity - 1).contains(n),
+                "FrameWork: framesAhead(\(n)) is outside 1…\(FrameTimelines.capacity - 1), the vblanks a frame's timelines predict")
             return Target(index: n)
         }
     }
@@ -97,8 +98,10 @@ public final class FrameWork<Key: Hashable & Sendable, Output: Sendable>: FrameW
     /// thread; check `run.isCancelled` before each expensive step and give up (throw or return
     /// anything) once it is true. Once the link is invalidated, a request is counted
     /// `abandoned` at once and never runs.
-    public func request(_ key: Key, for target: Target = .nextFrame,
-                        work: @escaping @Sendable (FrameWorkRun) throws -> Output) {
+    public func request(
+        _ key: Key, for target: Target = .nextFrame,
+        work: @escaping @Sendable (FrameWorkRun) throws -> Output
+    ) {
         enqueue(key, target, .sync(work))
     }
 
@@ -110,8 +113,10 @@ public final class FrameWork<Key: Hashable & Sendable, Output: Sendable>: FrameW
     /// A separate name from ``request(_:for:work:)``: a closure with no `await` would
     /// otherwise pick the synchronous form and run in no task, where `Task.isCancelled` is
     /// never true.
-    public func requestTask(_ key: Key, for target: Target = .nextFrame,
-                            work: @escaping @Sendable (FrameWorkRun) async throws -> Output) {
+    public func requestTask(
+        _ key: Key, for target: Target = .nextFrame,
+        work: @escaping @Sendable (FrameWorkRun) async throws -> Output
+    ) {
         enqueue(key, target, .async(work))
     }
 
@@ -137,8 +142,10 @@ public final class FrameWork<Key: Hashable & Sendable, Output: Sendable>: FrameW
     /// A frame whose target is not newer than the last one's commits nothing: at most one
     /// commit per frame. Nothing here waits for drawing. Advancing with another link than
     /// the last gives up the runs started for that one (`abandoned`).
-    public func advance(_ link: DisplayLink, frame: DisplayLink.Frame? = nil,
-                        commit: (Commit) -> Void, requesting body: () -> Void = {}) {
+    public func advance(
+        _ link: DisplayLink, frame: DisplayLink.Frame? = nil,
+        commit: (Commit) -> Void, requesting body: () -> Void = {}
+    ) {
         guard let frame = frame ?? link.currentFrame else { return }
         follow(link)
         let commitNow = MonotonicClock.nanoseconds()

@@ -1,17 +1,18 @@
+import VsyncClientCore
+import VsyncCore
+
+@_exported import enum VsyncClientCore.ClientEvent
+@_exported import struct VsyncClientCore.ClientFrame
 // The client core's and the protocol's types that DisplayLink's API names, re-exported by
 // name: an app imports DisplayLink alone (the other modules are not products), and under Swift
 // 6's member import visibility a type's members (`frameTimelines[1].sequence`) are visible
 // only through an import of the module that declares them. The rest of those modules stays
 // out of the app's namespace.
 @_exported import class VsyncClientCore.VsyncClient
-@_exported import enum VsyncClientCore.ClientEvent
-@_exported import struct VsyncClientCore.ClientFrame
+@_exported import enum VsyncCore.DisplaySelector
+@_exported import struct VsyncCore.FrameRateRange
 @_exported import struct VsyncCore.FrameTimeline
 @_exported import struct VsyncCore.FrameTimelines
-@_exported import struct VsyncCore.FrameRateRange
-@_exported import enum VsyncCore.DisplaySelector
-import VsyncClientCore
-import VsyncCore
 
 // The fd + dispatch form, for Swift render loops that already poll (a game loop, an epoll
 // loop, GLib): no reader thread, no locks, callbacks-by-events on the caller's thread. It is the

@@ -1,7 +1,8 @@
-#if !VSYNC_EMBEDDED
-import VsyncCore
-#endif
 internal import CVsyncSys
+
+#if !VSYNC_EMBEDDED
+    import VsyncCore
+#endif
 
 /// Why a client is not ticking. Each describes itself in one line that says what to do; the
 /// same lines reach DisplayLink's `errorHandler` and libvsync's error callback.
@@ -81,31 +82,31 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
 /// Linux's numbers, so `strerror(-rc)` is right too; the C header repeats them, and tests check
 /// both against `<errno.h>`.
 public enum ClientErrorCode: Int32, Sendable, CaseIterable {
-    case noDaemon = 111           // ECONNREFUSED
-    case permissionDenied = 13    // EACCES
-    case connectionFailed = 5     // EIO
-    case connectionLost = 104     // ECONNRESET
-    case refused = 103            // ECONNABORTED
-    case displayNotFound = 19     // ENODEV
-    case displayGone = 6          // ENXIO
-    case requestFailed = 121      // EREMOTEIO
-    case protocolViolation = 71   // EPROTO
+    case noDaemon = 111  // ECONNREFUSED
+    case permissionDenied = 13  // EACCES
+    case connectionFailed = 5  // EIO
+    case connectionLost = 104  // ECONNRESET
+    case refused = 103  // ECONNABORTED
+    case displayNotFound = 19  // ENODEV
+    case displayGone = 6  // ENXIO
+    case requestFailed = 121  // EREMOTEIO
+    case protocolViolation = 71  // EPROTO
     /// A bad argument (libvsync only: NULL pointer, invalid frame-rate range).
-    case invalidArgument = 22     // EINVAL
+    case invalidArgument = 22  // EINVAL
     /// Out of memory (libvsync only).
-    case outOfMemory = 12         // ENOMEM
+    case outOfMemory = 12  // ENOMEM
     /// The daemon did not answer in time (libvsync's connect and display list).
-    case timedOut = 110           // ETIMEDOUT
+    case timedOut = 110  // ETIMEDOUT
     /// The link's client was destroyed (libvsync only).
-    case notConnected = 107       // ENOTCONN
+    case notConnected = 107  // ENOTCONN
     /// Called from inside a callback, where it may not be (libvsync only).
-    case busy = 16                // EBUSY
+    case busy = 16  // EBUSY
     /// No timing page: not connected yet, or a vsyncd older than protocol 5 (libvsync only).
-    case noTimingPage = 61        // ENODATA
+    case noTimingPage = 61  // ENODATA
     /// The display has no record on the timing page (libvsync only).
-    case notOnTimingPage = 2      // ENOENT
+    case notOnTimingPage = 2  // ENOENT
     /// The display's record stayed locked for 1000 tries (libvsync only).
-    case timingBusy = 11          // EAGAIN
+    case timingBusy = 11  // EAGAIN
 
     /// The one line `vsync_strerror` gives for the code alone (no socket path to name). Static,
     /// so libvsync can hand out the literal's own NUL-terminated bytes.

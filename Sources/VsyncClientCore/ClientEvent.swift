@@ -1,5 +1,5 @@
 #if !VSYNC_EMBEDDED
-import VsyncCore
+    import VsyncCore
 #endif
 
 /// One frame as the client hands it out: the newest tick of one subscription in a read, with

@@ -29,7 +29,12 @@ struct IDTable<Value> {
         get { index(of: id).map { values[$0] } }
         set {
             if let i = index(of: id) {
-                if let newValue { values[i] = newValue } else { ids.remove(at: i); values.remove(at: i) }
+                if let newValue {
+                    values[i] = newValue
+                } else {
+                    ids.remove(at: i)
+                    values.remove(at: i)
+                }
             } else if let newValue {
                 var i = ids.count
                 while i > 0 && ids[i - 1] > id { i -= 1 }
@@ -57,7 +62,12 @@ struct IDTable<Value> {
     mutating func removeAll(where drop: (UInt32) -> Bool) {
         var i = 0
         while i < ids.count {
-            if drop(ids[i]) { ids.remove(at: i); values.remove(at: i) } else { i += 1 }
+            if drop(ids[i]) {
+                ids.remove(at: i)
+                values.remove(at: i)
+            } else {
+                i += 1
+            }
         }
     }
 

@@ -1,8 +1,9 @@
-#if !VSYNC_EMBEDDED
-import VsyncCore
-#endif
-internal import CVsyncSys
 internal import CVsyncPage
+internal import CVsyncSys
+
+#if !VSYNC_EMBEDDED
+    import VsyncCore
+#endif
 
 /// Why no timing could be read from the page; `errno` is what libvsync returns negated.
 public enum TimingPageError: Error, Sendable, Equatable {
@@ -74,7 +75,9 @@ public final class TimingPageMapping: @unchecked Sendable {
     /// Takes TIMING_PAGE's descriptor: maps `size` bytes read-only, closes `fd` either way, and
     /// makes the page current if its header checks out. False (and no page) when it does not.
     func install(fd: Int32, size: UInt32) -> Bool {
-        var dev: UInt64 = 0, ino: UInt64 = 0, fileSize: Int64 = 0
+        var dev: UInt64 = 0
+        var ino: UInt64 = 0
+        var fileSize: Int64 = 0
         defer { _ = vsync_sys_close(fd) }
         guard vsync_sys_file_identity(fd, &dev, &ino, &fileSize) == 0, fileSize >= Int64(size) else { return false }
         if let known = mappings.first(where: { $0.dev == dev && $0.ino == ino && $0.size == size }) {
@@ -122,9 +125,10 @@ public final class TimingPageMapping: @unchecked Sendable {
 
 extension VBlankTiming {
     init(_ v: vsync_page_values) {
-        self.init(displayID: v.display_id, generation: v.generation, flags: v.flags, lastSequence: v.last_sequence,
-                  lastTimestampNs: v.last_timestamp_ns, anchorSequence: v.anchor_sequence, anchorNs: v.anchor_ns,
-                  periodWholeNs: v.period_ns, periodFraction: v.period_frac, refreshMillihertz: v.refresh_mhz,
-                  minimumIntervalNs: v.min_interval_ns, maximumIntervalNs: v.max_interval_ns, updatedNs: v.updated_ns)
+        self.init(
+            displayID: v.display_id, generation: v.generation, flags: v.flags, lastSequence: v.last_sequence,
+            lastTimestampNs: v.last_timestamp_ns, anchorSequence: v.anchor_sequence, anchorNs: v.anchor_ns,
+            periodWholeNs: v.period_ns, periodFraction: v.period_frac, refreshMillihertz: v.refresh_mhz,
+            minimumIntervalNs: v.min_interval_ns, maximumIntervalNs: v.max_interval_ns, updatedNs: v.updated_ns)
     }
 }

@@ -1,7 +1,8 @@
-#if !VSYNC_EMBEDDED
-import VsyncCore
-#endif
 internal import CVsyncSys
+
+#if !VSYNC_EMBEDDED
+    import VsyncCore
+#endif
 
 // The connection's life: connecting, the handshake deadline, sending, hanging up and retrying.
 extension VsyncClient {
@@ -58,9 +59,10 @@ extension VsyncClient {
             fail(.connectionFailed(socketPath: socketPath, errno: -rc), now: now)
             return
         }
-        let hello = ClientMessage.hello(Hello(
-            minVersion: WireProtocol.minimumVersion, maxVersion: WireProtocol.currentVersion,
-            clientName: configuration.clientName))
+        let hello = ClientMessage.hello(
+            Hello(
+                minVersion: WireProtocol.minimumVersion, maxVersion: WireProtocol.currentVersion,
+                clientName: configuration.clientName))
         let sent = hello.encoded().withUnsafeBytes { vsync_sys_send(fd, $0.baseAddress, $0.count) }
         guard sent < 0 else { return }
         if -sent == EPIPE || -sent == ECONNRESET {
@@ -140,8 +142,9 @@ extension VsyncClient {
                 return
             }
             sent = 0  // fail() empties the outbox
-            fail(err == EPIPE || err == ECONNRESET ? .connectionLost(socketPath: socketPath) : .forErrno(err, path: socketPath),
-                 now: now)
+            fail(
+                err == EPIPE || err == ECONNRESET ? .connectionLost(socketPath: socketPath) : .forErrno(err, path: socketPath),
+                now: now)
             return
         }
         setWantWrite(false)

@@ -1,7 +1,8 @@
-#if !VSYNC_EMBEDDED
-import VsyncCore
-#endif
 internal import CVsyncSys
+
+#if !VSYNC_EMBEDDED
+    import VsyncCore
+#endif
 
 // The daemon's display list, asked for and waited on: libvsync's vsync_client_get_displays.
 extension VsyncClient {

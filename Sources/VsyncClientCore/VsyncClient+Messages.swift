@@ -1,7 +1,8 @@
-#if !VSYNC_EMBEDDED
-import VsyncCore
-#endif
 internal import CVsyncSys
+
+#if !VSYNC_EMBEDDED
+    import VsyncCore
+#endif
 
 // Reading: every datagram waiting, control messages in order, then the newest tick of each
 // subscription.
@@ -18,8 +19,9 @@ extension VsyncClient {
             let count = buffers.withUnsafeMutableBytes { raw in
                 lengths.withUnsafeMutableBufferPointer { lens in
                     receivedFDs.withUnsafeMutableBufferPointer { fds in
-                        vsync_sys_recv_batch(fd, raw.baseAddress!.assumingMemoryBound(to: UInt8.self), size,
-                                             Int32(Self.batch), lens.baseAddress, fds.baseAddress, wait)
+                        vsync_sys_recv_batch(
+                            fd, raw.baseAddress!.assumingMemoryBound(to: UInt8.self), size,
+                            Int32(Self.batch), lens.baseAddress, fds.baseAddress, wait)
                     }
                 }
             }

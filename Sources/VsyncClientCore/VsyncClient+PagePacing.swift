@@ -1,5 +1,5 @@
 #if !VSYNC_EMBEDDED
-import VsyncCore
+    import VsyncCore
 #endif
 
 /// Where a page-paced subscription's timer is aimed.
@@ -25,7 +25,8 @@ extension VsyncClient {
         var frames = 0
         for id in subscriptions.keys {
             guard let info = subscriptions[id], isPagePaced(info), let displayID = info.display?.displayID,
-                  let t = try? timingPage.timing(displayID: displayID), t.isOn else {
+                let t = try? timingPage.timing(displayID: displayID), t.isOn
+            else {
                 // Not paced, no page, or the display is off: the socket brings what changes that.
                 pagePacers[id] = nil
                 continue
@@ -38,7 +39,8 @@ extension VsyncClient {
             }
             let w = info.workDurationNs
             guard var pacer = pagePacers[id], pacer.target != 0, pacer.generation == t.generation,
-                  pacer.target % UInt64(info.divisor) == 0 else {
+                pacer.target % UInt64(info.divisor) == 0
+            else {
                 // New, or the display changed: aim afresh (a mode change may bring a new divisor).
                 pagePacers[id] = PagePacing.aim(t, divisor: info.divisor, workDurationNs: w, nowNs: now, after: nil)
                     .map { PagePacer(target: $0.sequence, wakeNs: $0.wakeNs, lastTarget: nil, generation: t.generation) }
@@ -62,9 +64,11 @@ extension VsyncClient {
                 continue
             }
             let skipped = pacer.lastTarget.map { UInt32(clamping: (pacer.target &- $0) / d &- 1) } ?? 0
-            events.append(.frame(ClientFrame(
-                PagePacing.tick(t, subscriptionID: id, target: pacer.target, divisor: info.divisor, skipped: skipped),
-                replaced: 0, receivedNs: now)))
+            events.append(
+                .frame(
+                    ClientFrame(
+                        PagePacing.tick(t, subscriptionID: id, target: pacer.target, divisor: info.divisor, skipped: skipped),
+                        replaced: 0, receivedNs: now)))
             frames += 1
             pagePacers[id] = PagePacing.aim(t, divisor: info.divisor, workDurationNs: w, nowNs: now, after: pacer.target)
                 .map { PagePacer(target: $0.sequence, wakeNs: $0.wakeNs, lastTarget: pacer.target, generation: t.generation) }

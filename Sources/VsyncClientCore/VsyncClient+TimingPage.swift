@@ -1,8 +1,9 @@
-#if !VSYNC_EMBEDDED
-import VsyncCore
-#endif
-internal import CVsyncSys
 internal import CVsyncPage
+internal import CVsyncSys
+
+#if !VSYNC_EMBEDDED
+    import VsyncCore
+#endif
 
 // The timing page (protocol 5, docs/PROTOCOL.md § 10): the descriptor TIMING_PAGE brings, and
 // reads of a display's record from the page without a syscall.
@@ -70,7 +71,8 @@ extension VsyncClient {
         // sane size; anything else is not a page to trust (and without a descriptor there is
         // none). The header is checked after mapping.
         guard fd >= 0, ready, version >= 5, message.layout == UInt16(VSYNC_PAGE_LAYOUT),
-              message.pageSize >= VSYNC_PAGE_SIZE, message.pageSize <= 1 << 20 else {
+            message.pageSize >= VSYNC_PAGE_SIZE, message.pageSize <= 1 << 20
+        else {
             if fd >= 0 { _ = vsync_sys_close(fd) }
             timingPage.retire()
             return

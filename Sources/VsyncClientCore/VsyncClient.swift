@@ -1,7 +1,8 @@
-#if !VSYNC_EMBEDDED
-import VsyncCore
-#endif
 internal import CVsyncSys
+
+#if !VSYNC_EMBEDDED
+    import VsyncCore
+#endif
 
 /// The client side of the vsyncd protocol over one socket, as a state machine that owns no
 /// thread: the core of both DisplayLink and libvsync.
@@ -268,9 +269,10 @@ public final class VsyncClient {
         var id = nextID
         while id == 0 || subscriptions[id] != nil { id = id == UInt32.max ? 1 : id + 1 }
         nextID = id == UInt32.max ? 1 : id + 1
-        let info = SubscriptionInfo(selector: selector, range: range, flags: flags.subtracting(.startPaused),
-                                    paused: paused, active: true, display: nil, divisor: 0, displayIntervalNs: 0,
-                                    workDurationNs: min(workDurationNs, WorkDuration.maximumNs))
+        let info = SubscriptionInfo(
+            selector: selector, range: range, flags: flags.subtracting(.startPaused),
+            paused: paused, active: true, display: nil, divisor: 0, displayIntervalNs: 0,
+            workDurationNs: min(workDurationNs, WorkDuration.maximumNs))
         subscriptions[id] = info
         idleSince = nil
         let now = vsync_sys_now_ns()
@@ -350,8 +352,10 @@ public final class VsyncClient {
     }
 
     func subscribeMessage(_ id: UInt32, _ info: SubscriptionInfo) -> ClientMessage {
-        .subscribe(Subscribe(subscriptionID: id, selector: info.selector, range: info.range,
-                             flags: info.paused ? info.flags.union(.startPaused) : info.flags,
-                             workDurationNs: info.workDurationNs))
+        .subscribe(
+            Subscribe(
+                subscriptionID: id, selector: info.selector, range: info.range,
+                flags: info.paused ? info.flags.union(.startPaused) : info.flags,
+                workDurationNs: info.workDurationNs))
     }
 }

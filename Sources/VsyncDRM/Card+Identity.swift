@@ -32,7 +32,9 @@ extension Card {
     /// The card's stable path: udev's /dev/dri/by-path name for this node without "-card"
     /// (`pci-0000:03:00.0`, `platform-vkms`), else the same built from sysfs (the device's bus
     /// and name, as udev's path_id does for a device straight on its bus); "" if neither is there.
-    public static func busPath(ofNode path: String, byPathDirectory: String = "/dev/dri/by-path", sysfs: String = "/sys/class/drm") -> String {
+    public static func busPath(ofNode path: String, byPathDirectory: String = "/dev/dri/by-path", sysfs: String = "/sys/class/drm")
+        -> String
+    {
         let node = String(path.split(separator: "/").last ?? Substring(path))
         if let dir = opendir(byPathDirectory) {
             defer { closedir(dir) }
@@ -46,7 +48,8 @@ extension Card {
             }
         }
         guard let device = realPath("\(sysfs)/\(node)/device"),
-              let subsystem = realPath("\(sysfs)/\(node)/device/subsystem") else { return "" }
+            let subsystem = realPath("\(sysfs)/\(node)/device/subsystem")
+        else { return "" }
         let bus = subsystem.split(separator: "/").last.map(String.init) ?? ""
         let name = device.split(separator: "/").last.map(String.init) ?? ""
         return bus.isEmpty || name.isEmpty ? "" : "\(bus)-\(name)"

@@ -15,10 +15,11 @@ extension Card {
         var encoders: [Encoder] = []
         for i in 0..<Int(res.pointee.count_encoders) {
             guard let enc = drmModeGetEncoder(fileDescriptor, res.pointee.encoders[i]) else { continue }
-            encoders.append(Encoder(
-                id: enc.pointee.encoder_id, type: enc.pointee.encoder_type,
-                crtcID: enc.pointee.crtc_id == 0 ? nil : enc.pointee.crtc_id,
-                possibleCRTCs: enc.pointee.possible_crtcs))
+            encoders.append(
+                Encoder(
+                    id: enc.pointee.encoder_id, type: enc.pointee.encoder_type,
+                    crtcID: enc.pointee.crtc_id == 0 ? nil : enc.pointee.crtc_id,
+                    possibleCRTCs: enc.pointee.possible_crtcs))
             drmModeFreeEncoder(enc)
         }
 
@@ -28,17 +29,19 @@ extension Card {
             let read = probingConnectors ? drmModeGetConnector : drmModeGetConnectorCurrent
             guard let conn = read(fileDescriptor, connectorID) else { continue }
             let c = conn.pointee
-            let status: ConnectorStatus = switch c.connection {
-            case DRM_MODE_CONNECTED: .connected
-            case DRM_MODE_DISCONNECTED: .disconnected
-            default: .unknown
-            }
+            let status: ConnectorStatus =
+                switch c.connection {
+                case DRM_MODE_CONNECTED: .connected
+                case DRM_MODE_DISCONNECTED: .disconnected
+                default: .unknown
+                }
             let modes = (0..<Int(c.count_modes)).map { Self.mode(from: c.modes[$0]) }
             let encoderID = c.encoder_id == 0 ? nil : c.encoder_id
-            connectors.append(Connector(
-                id: c.connector_id, type: c.connector_type, typeIndex: c.connector_type_id,
-                status: status, modes: modes, encoderID: encoderID,
-                crtcID: encoders.first { $0.id == encoderID }?.crtcID))
+            connectors.append(
+                Connector(
+                    id: c.connector_id, type: c.connector_type, typeIndex: c.connector_type_id,
+                    status: status, modes: modes, encoderID: encoderID,
+                    crtcID: encoders.first { $0.id == encoderID }?.crtcID))
             drmModeFreeConnector(conn)
         }
 
@@ -76,13 +79,19 @@ extension Card {
         return Mode(timings: timings, type: info.type)
     }
 
-    static func modeInfo(from timings: ModeTimings, type: UInt32 = 0x20 /* DRM_MODE_TYPE_USERDEF */) -> drmModeModeInfo {
+    static func modeInfo(from timings: ModeTimings, type: UInt32 = 0x20) -> drmModeModeInfo {  // 0x20: DRM_MODE_TYPE_USERDEF
         var info = drmModeModeInfo()
         info.clock = timings.clockKHz
-        info.hdisplay = timings.hdisplay; info.hsync_start = timings.hsyncStart
-        info.hsync_end = timings.hsyncEnd; info.htotal = timings.htotal; info.hskew = timings.hskew
-        info.vdisplay = timings.vdisplay; info.vsync_start = timings.vsyncStart
-        info.vsync_end = timings.vsyncEnd; info.vtotal = timings.vtotal; info.vscan = timings.vscan
+        info.hdisplay = timings.hdisplay
+        info.hsync_start = timings.hsyncStart
+        info.hsync_end = timings.hsyncEnd
+        info.htotal = timings.htotal
+        info.hskew = timings.hskew
+        info.vdisplay = timings.vdisplay
+        info.vsync_start = timings.vsyncStart
+        info.vsync_end = timings.vsyncEnd
+        info.vtotal = timings.vtotal
+        info.vscan = timings.vscan
         info.vrefresh = timings.vrefresh
         info.flags = timings.flags
         info.type = type

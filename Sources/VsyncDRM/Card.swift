@@ -104,7 +104,8 @@ public final class Card: Sendable {
     /// On an active CRTC the call must succeed. With none lit, CRTC id 0 tells the ioctl
     /// apart: ENOENT (no such CRTC) means the ioctl exists and vblank is there.
     private static func probeCrtcSequence(fd: Int32, activeCRTC: UInt32?) -> Bool {
-        var seq: UInt64 = 0, ns: UInt64 = 0
+        var seq: UInt64 = 0
+        var ns: UInt64 = 0
         if drmCrtcGetSequence(fd, activeCRTC ?? 0, &seq, &ns) == 0 { return true }
         return activeCRTC == nil && errno == ENOENT
     }
@@ -118,8 +119,9 @@ public final class Card: Sendable {
     /// The CRTC's pipe index, or `.unknownCRTC` listing the valid ids.
     func pipe(of crtcID: UInt32) throws(DRMError) -> Int {
         guard let pipe = crtcIDs.firstIndex(of: crtcID) else {
-            throw DRMError(kind: .unknownCRTC(crtcID: crtcID, valid: crtcIDs), errno: ENOENT,
-                           device: path, operation: "lookup")
+            throw DRMError(
+                kind: .unknownCRTC(crtcID: crtcID, valid: crtcIDs), errno: ENOENT,
+                device: path, operation: "lookup")
         }
         return pipe
     }

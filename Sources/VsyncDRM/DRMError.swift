@@ -58,22 +58,27 @@ public struct DRMError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch kind {
         case .noDevice:
-            return "no DRM device: /dev/dri has no card* node: this machine has no KMS display driver loaded (load one, or attach a display)"
+            return
+                "no DRM device: /dev/dri has no card* node: this machine has no KMS display driver loaded (load one, or attach a display)"
         case .permissionDenied(let group):
             // A root-owned node (no udev rules, e.g. a bare VM) has no group worth joining.
-            let fix = switch group {
-            case nil, "root"?: "run as root, or have udev give it to group 'video' and add the user to that group"
-            case let group?: "add the user to group '\(group)'"
-            }
+            let fix =
+                switch group {
+                case nil, "root"?: "run as root, or have udev give it to group 'video' and add the user to that group"
+                case let group?: "add the user to group '\(group)'"
+                }
             return "permission denied on \(device) (\(operation)): \(fix)"
         case .crtcOff(let id):
-            return "CRTC \(id) on \(device) is off: light the display (connect a monitor or set a mode) or pick another CRTC (vsync-probe list shows which are on)"
+            return
+                "CRTC \(id) on \(device) is off: light the display (connect a monitor or set a mode) or pick another CRTC (vsync-probe list shows which are on)"
         case .noVBlankSupport:
-            return "\(device) does not support vblank events (\(operation): \(Self.message(errno))): use another card (vsync-probe list shows each card's driver)"
+            return
+                "\(device) does not support vblank events (\(operation): \(Self.message(errno))): use another card (vsync-probe list shows each card's driver)"
         case .deviceGone:
             return "\(device) is gone (\(operation): \(Self.message(errno))): the device was unplugged or its driver unbound"
         case .timedOut:
-            return "vblank wait on \(device) timed out (\(operation)): the display may be asleep; wake it or pick another CRTC (vsync-probe list shows which are on)"
+            return
+                "vblank wait on \(device) timed out (\(operation)): the display may be asleep; wake it or pick another CRTC (vsync-probe list shows which are on)"
         case .unknownCRTC(let id, let valid):
             let list = valid.isEmpty ? "none" : valid.map(String.init).joined(separator: ", ")
             return "no CRTC \(id) on \(device): valid CRTC ids are \(list) (see vsync-probe list)"

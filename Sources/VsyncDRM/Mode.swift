@@ -46,10 +46,17 @@ public struct Connector: Sendable, Hashable, Identifiable {
     /// The CRTC feeding that encoder, if any.
     public var crtcID: UInt32?
 
-    public init(id: UInt32, type: UInt32, typeIndex: UInt32, status: ConnectorStatus,
-                modes: [Mode], encoderID: UInt32?, crtcID: UInt32?) {
-        self.id = id; self.type = type; self.typeIndex = typeIndex; self.status = status
-        self.modes = modes; self.encoderID = encoderID; self.crtcID = crtcID
+    public init(
+        id: UInt32, type: UInt32, typeIndex: UInt32, status: ConnectorStatus,
+        modes: [Mode], encoderID: UInt32?, crtcID: UInt32?
+    ) {
+        self.id = id
+        self.type = type
+        self.typeIndex = typeIndex
+        self.status = status
+        self.modes = modes
+        self.encoderID = encoderID
+        self.crtcID = crtcID
     }
 
     /// `Virtual-1`, `HDMI-A-1`, `DP-2`, as in `/sys/class/drm/card0-HDMI-A-1`.
@@ -75,7 +82,10 @@ public struct Encoder: Sendable, Hashable, Identifiable {
     public var possibleCRTCs: UInt32
 
     public init(id: UInt32, type: UInt32, crtcID: UInt32?, possibleCRTCs: UInt32) {
-        self.id = id; self.type = type; self.crtcID = crtcID; self.possibleCRTCs = possibleCRTCs
+        self.id = id
+        self.type = type
+        self.crtcID = crtcID
+        self.possibleCRTCs = possibleCRTCs
     }
 }
 
@@ -91,7 +101,10 @@ public struct CRTC: Sendable, Hashable, Identifiable {
     public var framebufferID: UInt32
 
     public init(id: UInt32, pipe: Int, mode: Mode?, framebufferID: UInt32 = 0) {
-        self.id = id; self.pipe = pipe; self.mode = mode; self.framebufferID = framebufferID
+        self.id = id
+        self.pipe = pipe
+        self.mode = mode
+        self.framebufferID = framebufferID
     }
 
     /// Has a valid mode, so vblank runs. (Legacy KMS has no separate "active" bit to read.)
@@ -105,7 +118,9 @@ public struct CardResources: Sendable, Hashable {
     public var crtcs: [CRTC]
 
     public init(connectors: [Connector], encoders: [Encoder], crtcs: [CRTC]) {
-        self.connectors = connectors; self.encoders = encoders; self.crtcs = crtcs
+        self.connectors = connectors
+        self.encoders = encoders
+        self.crtcs = crtcs
     }
 
     public func crtc(id: UInt32) -> CRTC? { crtcs.first { $0.id == id } }

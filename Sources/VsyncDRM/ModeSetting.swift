@@ -17,8 +17,11 @@ extension Card {
     public func setMode(crtcID: UInt32, connectorID: UInt32, timings: ModeTimings) throws(DRMError) {
         _ = try pipe(of: crtcID)
         try acquireMaster()
-        let width = UInt32(timings.hdisplay), height = UInt32(timings.vdisplay)
-        var handle: UInt32 = 0, pitch: UInt32 = 0, size: UInt64 = 0
+        let width = UInt32(timings.hdisplay)
+        let height = UInt32(timings.vdisplay)
+        var handle: UInt32 = 0
+        var pitch: UInt32 = 0
+        var size: UInt64 = 0
         guard drmModeCreateDumbBuffer(fileDescriptor, width, height, 32, 0, &handle, &pitch, &size) == 0 else {
             throw error("drmModeCreateDumbBuffer")
         }

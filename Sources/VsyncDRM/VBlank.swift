@@ -16,8 +16,11 @@ public struct VBlankEvent: Sendable, Hashable {
     public var timestampNs: UInt64
 
     public init(token: UInt32, pipe: Int, crtcID: UInt32, sequence: UInt64, timestampNs: UInt64) {
-        self.token = token; self.pipe = pipe; self.crtcID = crtcID
-        self.sequence = sequence; self.timestampNs = timestampNs
+        self.token = token
+        self.pipe = pipe
+        self.crtcID = crtcID
+        self.sequence = sequence
+        self.timestampNs = timestampNs
     }
 
     /// The 64 bits the kernel hands back in the event: the pipe in the high half (legacy
@@ -127,7 +130,8 @@ extension Card {
         switch vblankMethod {
         case .crtcSequence:
             operation = "drmCrtcQueueSequence"
-            let flags = UInt32(absolute == nil ? DRM_CRTC_SEQUENCE_RELATIVE | DRM_CRTC_SEQUENCE_NEXT_ON_MISS : DRM_CRTC_SEQUENCE_NEXT_ON_MISS)
+            let flags = UInt32(
+                absolute == nil ? DRM_CRTC_SEQUENCE_RELATIVE | DRM_CRTC_SEQUENCE_NEXT_ON_MISS : DRM_CRTC_SEQUENCE_NEXT_ON_MISS)
             ok = drmCrtcQueueSequence(fileDescriptor, crtcID, flags, absolute ?? 1, &queued, userData) == 0
         case .waitVBlank:
             operation = "drmWaitVBlank"
@@ -149,7 +153,8 @@ extension Card {
     public func currentVBlank(crtc: CRTC) throws(DRMError) -> (sequence: UInt64, timestampNs: UInt64) {
         switch vblankMethod {
         case .crtcSequence:
-            var seq: UInt64 = 0, ns: UInt64 = 0
+            var seq: UInt64 = 0
+            var ns: UInt64 = 0
             guard drmCrtcGetSequence(fileDescriptor, crtc.id, &seq, &ns) == 0 else {
                 throw error("drmCrtcGetSequence", crtcID: crtc.id)
             }
@@ -208,8 +213,10 @@ extension Card {
         let crtc = crtcVBlanks[pipe]
         crtc.arrived()
         let sequence = raw.isLegacy ? crtc.widen(UInt32(truncatingIfNeeded: raw.sequence)) : raw.sequence
-        events.append(VBlankEvent(token: UInt32(truncatingIfNeeded: raw.userData), pipe: pipe, crtcID: crtcIDs[pipe],
-                                  sequence: sequence, timestampNs: raw.timestampNs))
+        events.append(
+            VBlankEvent(
+                token: UInt32(truncatingIfNeeded: raw.userData), pipe: pipe, crtcID: crtcIDs[pipe],
+                sequence: sequence, timestampNs: raw.timestampNs))
     }
 
     /// Walks the events of one read: `struct drm_event` headers, each followed by its body
@@ -229,13 +236,17 @@ extension Card {
                     let sec = bytes.loadUnaligned(fromByteOffset: offset + 16, as: UInt32.self)
                     let usec = bytes.loadUnaligned(fromByteOffset: offset + 20, as: UInt32.self)
                     let sequence = bytes.loadUnaligned(fromByteOffset: offset + 24, as: UInt32.self)
-                    body(RawVBlank(userData: userData, sequence: UInt64(sequence),
-                                   timestampNs: UInt64(sec) * 1_000_000_000 + UInt64(usec) * 1_000, isLegacy: true))
+                    body(
+                        RawVBlank(
+                            userData: userData, sequence: UInt64(sequence),
+                            timestampNs: UInt64(sec) * 1_000_000_000 + UInt64(usec) * 1_000, isLegacy: true))
                 case UInt32(DRM_EVENT_CRTC_SEQUENCE):
                     let ns = bytes.loadUnaligned(fromByteOffset: offset + 16, as: Int64.self)
                     let sequence = bytes.loadUnaligned(fromByteOffset: offset + 24, as: UInt64.self)
-                    body(RawVBlank(userData: userData, sequence: sequence,
-                                   timestampNs: UInt64(clamping: ns), isLegacy: false))
+                    body(
+                        RawVBlank(
+                            userData: userData, sequence: sequence,
+                            timestampNs: UInt64(clamping: ns), isLegacy: false))
                 default: break
                 }
             }

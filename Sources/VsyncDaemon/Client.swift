@@ -39,7 +39,9 @@ final class Client {
     static let maxOutbox = 256
 
     init(socket: consuming FileDescriptor, pid: Int32, uid: UInt32) {
-        self.socket = socket; self.pid = pid; self.uid = uid
+        self.socket = socket
+        self.pid = pid
+        self.uid = uid
     }
 
     /// HELLO agreed on `version`: what the connection can do is fixed from here.
@@ -61,7 +63,10 @@ final class Client {
     /// directly. One load on the tick path, so the stall clock is kept on the client itself.
     var isBlocked: Bool { blockedSinceNs != nil || outboxHead < outbox.count || !pendingTicks.isEmpty }
 
-    enum SendResult { case sent, full, failed(Int32) }
+    enum SendResult {
+        case sent, full
+        case failed(Int32)
+    }
 
     /// One non-blocking datagram send; a full socket (EAGAIN, or ENOBUFS) is `.full`.
     @inline(__always)

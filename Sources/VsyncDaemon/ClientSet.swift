@@ -79,7 +79,9 @@ final class ClientSet: Sequence {
         acceptFailures += 1
         let now = monotonicNow()
         if now &- lastAcceptLogNs >= 1_000_000_000 {
-            logger.error("accept failed: \(errnoText(e))\(acceptFailures > 1 ? " (\(acceptFailures) times in the last second)" : "")\(e == EMFILE || e == ENFILE ? ": raise LimitNOFILE or lower --max-clients" : "")")
+            logger.error(
+                "accept failed: \(errnoText(e))\(acceptFailures > 1 ? " (\(acceptFailures) times in the last second)" : "")\(e == EMFILE || e == ENFILE ? ": raise LimitNOFILE or lower --max-clients" : "")"
+            )
             lastAcceptLogNs = now
             acceptFailures = 0
         }

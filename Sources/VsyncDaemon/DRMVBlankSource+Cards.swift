@@ -73,7 +73,9 @@ extension DRMVBlankSource {
             if first { logger.info("\(path) is not ready yet (\(error)): retrying four times a second") }
             return true
         case .gaveUp:
-            logger.warning("skipping \(path): still not ready after \(ComingUpCards.maxTries) tries (\(error)); it is tried again on the next hotplug event")
+            logger.warning(
+                "skipping \(path): still not ready after \(ComingUpCards.maxTries) tries (\(error)); it is tried again on the next hotplug event"
+            )
             return true
         }
     }
@@ -108,10 +110,11 @@ extension DRMVBlankSource {
             return known
         }
         let read = card.edid(connectorID: c.id)
-        return ConnectorIdentity(id: c.id, name: c.name, edid: read?.bytes.flatMap { EDIDIdentity($0, registry: pnpRegistry) },
-                                 edidBlob: read?.blobID ?? 0, order: order, status: c.status,
-                                 variableRefreshCapable: card.variableRefreshCapable(connectorID: c.id),
-                                 refreshRange: read?.bytes.flatMap { EDIDRefreshRange($0) },
-                                 enabledProperty: card.variableRefreshEnabledProperty(crtcID: key.crtcID))
+        return ConnectorIdentity(
+            id: c.id, name: c.name, edid: read?.bytes.flatMap { EDIDIdentity($0, registry: pnpRegistry) },
+            edidBlob: read?.blobID ?? 0, order: order, status: c.status,
+            variableRefreshCapable: card.variableRefreshCapable(connectorID: c.id),
+            refreshRange: read?.bytes.flatMap { EDIDRefreshRange($0) },
+            enabledProperty: card.variableRefreshEnabledProperty(crtcID: key.crtcID))
     }
 }

@@ -8,8 +8,9 @@ extension DRMVBlankSource {
     /// Nil when the driver has neither property (no VRR: vkms).
     func variableRefreshState(_ key: DisplayKey) -> VariableRefreshState? {
         guard let c = connectors[key], c.variableRefreshCapable != nil || c.enabledProperty != nil else { return nil }
-        return VariableRefreshState(capable: c.variableRefreshCapable ?? false,
-                                    enabled: variableRefreshEnabled(key) ?? false, range: c.refreshRange)
+        return VariableRefreshState(
+            capable: c.variableRefreshCapable ?? false,
+            enabled: variableRefreshEnabled(key) ?? false, range: c.refreshRange)
     }
 
     func variableRefreshEnabled(_ key: DisplayKey) -> Bool? {

@@ -18,7 +18,8 @@ final class DRMVBlankSource: VBlankSource {
         let card: Card
         var tokens: [UInt32?]
         init(path: String, card: Card) {
-            self.path = path; self.card = card
+            self.path = path
+            self.card = card
             tokens = Array(repeating: nil, count: card.crtcIDs.count)
         }
     }
@@ -73,19 +74,25 @@ final class DRMVBlankSource: VBlankSource {
         }
         var why = ""
         uevents = UeventSocket(failure: &why)
-        if uevents == nil { logger.info("no DRM hotplug events (\(why)): displays that appear are found by a re-read four times a second while a client waits") }
+        if uevents == nil {
+            logger.info(
+                "no DRM hotplug events (\(why)): displays that appear are found by a re-read four times a second while a client waits")
+        }
     }
 
     private func open(_ path: String) throws(DRMError) {
         let card = try Card(path: path)
         guard card.hasMonotonicTimestamps else {
-            throw DRMError(kind: .other, errno: 0, device: path, operation: "DRM_CAP_TIMESTAMP_MONOTONIC is 0: its timestamps are not CLOCK_MONOTONIC")
+            throw DRMError(
+                kind: .other, errno: 0, device: path, operation: "DRM_CAP_TIMESTAMP_MONOTONIC is 0: its timestamps are not CLOCK_MONOTONIC")
         }
         let open = OpenCard(path: path, card: card)
         cards[path] = open
         cardByFD[card.fileDescriptor] = open
         opened(path)
-        logger.info("opened \(path) (\(card.driverName), \(card.vblankMethod.rawValue), CRTCs \(card.crtcIDs.map(String.init).joined(separator: ", ")))")
+        logger.info(
+            "opened \(path) (\(card.driverName), \(card.vblankMethod.rawValue), CRTCs \(card.crtcIDs.map(String.init).joined(separator: ", ")))"
+        )
     }
 
     var isSynthetic: Bool { false }
@@ -169,7 +176,9 @@ final class DRMVBlankSource: VBlankSource {
             return display(key, crtc: try card.crtc(id: key.crtcID))
         } catch {
             switch error.kind {
-            case .deviceGone: drop(key.device, reason: error.description); return nil
+            case .deviceGone:
+                drop(key.device, reason: error.description)
+                return nil
             case .unknownCRTC: return nil
             default:
                 logger.error("\(error)")
@@ -209,7 +218,10 @@ final class DRMVBlankSource: VBlankSource {
         }
         if on {
             open.tokens[pipe] = token
-            do throws(VBlankFailure) { try queue(open, pipe: pipe, token: token) } catch { open.tokens[pipe] = nil; throw error }
+            do throws(VBlankFailure) { try queue(open, pipe: pipe, token: token) } catch {
+                open.tokens[pipe] = nil
+                throw error
+            }
         } else {
             // Requests already in flight still arrive; they are then not re-queued.
             open.tokens[pipe] = nil

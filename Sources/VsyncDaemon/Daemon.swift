@@ -6,8 +6,10 @@ import Logging
 public enum Daemon {
     /// Runs until SIGTERM or SIGINT; returns normally then (exit 0). Throws the one-line reason
     /// vsyncd cannot start (no permission on the card, socket in use, …).
-    public static func run(_ configuration: DaemonConfiguration, logger: Logger,
-                           environment: [String: String] = currentEnvironment()) throws(DaemonError) {
+    public static func run(
+        _ configuration: DaemonConfiguration, logger: Logger,
+        environment: [String: String] = currentEnvironment()
+    ) throws(DaemonError) {
         // Signals arrive through a signalfd in the loop, never as handlers.
         var mask = sigset_t()
         sigemptyset(&mask)
@@ -43,8 +45,9 @@ public enum Daemon {
                 group: configuration.group, logger: logger)
         }
         let notifier = SystemdNotifier(environment: environment)
-        let server = try Server(configuration: configuration, source: source, listener: listener,
-                                notifier: notifier, signals: signals, logger: logger)
+        let server = try Server(
+            configuration: configuration, source: source, listener: listener,
+            notifier: notifier, signals: signals, logger: logger)
         try server.run()
     }
 
@@ -58,7 +61,8 @@ public enum Daemon {
         guard limit.rlim_cur < wanted else { return }
         limit.rlim_cur = min(wanted, limit.rlim_max)
         if setrlimit(resource, &limit) != 0 || limit.rlim_cur < wanted {
-            logger.warning("open-file limit \(limit.rlim_cur) is below --max-clients \(clients) + 64: raise LimitNOFILE or lower --max-clients")
+            logger.warning(
+                "open-file limit \(limit.rlim_cur) is below --max-clients \(clients) + 64: raise LimitNOFILE or lower --max-clients")
         }
     }
 

@@ -9,8 +9,14 @@ public struct DaemonConfiguration: Sendable {
 
         /// Parses "drm", "timer:HZ" or "replay:FILE[@SPEED]"; nil if none.
         public init?(argument: String) {
-            if argument == "drm" { self = .drm; return }
-            if argument.hasPrefix("replay:"), argument.count > 7 { self = .replay(String(argument.dropFirst(7))); return }
+            if argument == "drm" {
+                self = .drm
+                return
+            }
+            if argument.hasPrefix("replay:"), argument.count > 7 {
+                self = .replay(String(argument.dropFirst(7)))
+                return
+            }
             guard argument.hasPrefix("timer:"), let hz = Double(argument.dropFirst(6)), hz.isFinite, hz > 0 else {
                 return nil
             }
@@ -48,8 +54,12 @@ public struct DaemonConfiguration: Sendable {
         maxClientsPerUser: Int = DaemonConfiguration.defaultMaxClientsPerUser,
         maxSubscriptionsPerUser: Int = DaemonConfiguration.defaultMaxSubscriptionsPerUser
     ) {
-        self.socketPath = socketPath; self.devices = devices; self.source = source; self.group = group
-        self.maxClients = maxClients; self.stallTimeout = stallTimeout
+        self.socketPath = socketPath
+        self.devices = devices
+        self.source = source
+        self.group = group
+        self.maxClients = maxClients
+        self.stallTimeout = stallTimeout
         self.maxSubscriptionsPerClient = maxSubscriptionsPerClient
         self.maxClientsPerUser = maxClientsPerUser
         self.maxSubscriptionsPerUser = maxSubscriptionsPerUser

@@ -39,13 +39,14 @@ public enum DaemonError: Error, CustomStringConvertible, Sendable {
             "socket activation: fd 3 is not a socket (\(errnoText(e))): check vsyncd.socket"
         case .activatedWrongKind:
             "socket activation: fd 3 is not an AF_UNIX SOCK_SEQPACKET socket: set ListenSequentialPacket= in vsyncd.socket"
-        case let .socketPathTooLong(path, bytes):
+        case .socketPathTooLong(let path, let bytes):
             "socket path \(path) is too long (\(bytes) bytes, at most 107): use a shorter --socket"
         case .socketUnavailable(let e):
             "cannot create a unix socket: \(errnoText(e))" + Self.hint(e)
-        case let .bind(path, e):
-            "cannot bind \(path): \(errnoText(e))" + (e == EACCES ? ": run vsyncd as a user who may write there, or pick another --socket" : "")
-        case let .listen(path, e):
+        case .bind(let path, let e):
+            "cannot bind \(path): \(errnoText(e))"
+                + (e == EACCES ? ": run vsyncd as a user who may write there, or pick another --socket" : "")
+        case .listen(let path, let e):
             "cannot listen on \(path): \(errnoText(e))"
         case .pathTaken(let path):
             "\(path) exists and is not a socket: remove it or pick another --socket"
@@ -61,11 +62,11 @@ public enum DaemonError: Error, CustomStringConvertible, Sendable {
             "timer rate \(hertz) Hz is out of range: use --source timer:HZ with 1 ≤ HZ ≤ 1000"
         case .replaySpeed(let s):
             "replay speed \(s) is out of range: use --source replay:FILE@SPEED with 0 < SPEED ≤ 1000"
-        case let .replayUnopenable(path, e):
+        case .replayUnopenable(let path, let e):
             "cannot open replay trace \(path): \(errnoText(e)); give --source replay:FILE with a trace from vsync-probe record"
-        case let .replayUnreadable(path, reason):
+        case .replayUnreadable(let path, let reason):
             "replay trace \(path) is unreadable, \(reason): record one with vsync-probe record"
-        case let .timingPage(step, e):
+        case .timingPage(let step, let e):
             "no timing page: \(step): \(errnoText(e))"
         }
     }

@@ -8,8 +8,9 @@ extension Display {
 
     /// The range as intervals; the mode's period as the shortest when the EDID has no range.
     var variableTiming: VariableRefreshTiming {
-        VariableRefreshTiming(range: source.variableRefresh?.range,
-                              modePeriodNs: source.refresh?.periodNanoseconds ?? model.periodNs)
+        VariableRefreshTiming(
+            range: source.variableRefresh?.range,
+            modePeriodNs: source.refresh?.periodNanoseconds ?? model.periodNs)
     }
 
     var variableRefreshFlags: DisplayFlags {

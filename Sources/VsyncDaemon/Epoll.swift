@@ -48,7 +48,8 @@ final class Epoll {
     /// Waits up to `timeoutMs` (-1: forever) and calls `body` with each ready fd and its events.
     func wait(timeoutMs: Int32, _ body: (_ fd: Int32, _ events: UInt32) -> Void) {
         guard let n = try? systemCall("epoll_wait", { epoll_wait(fd.raw, events.baseAddress, Int32(events.count), timeoutMs) }),
-              n > 0 else { return }
+            n > 0
+        else { return }
         for i in 0..<Int(n) {
             body(events[i].data.fd, events[i].events)
         }

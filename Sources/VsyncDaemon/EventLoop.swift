@@ -54,7 +54,8 @@ final class EventLoop {
     func readSignal(logger: Logger) {
         var info = [UInt8](repeating: 0, count: 128)  // struct signalfd_siginfo
         guard let n = try? nonBlocking("read", { info.withUnsafeMutableBytes { read(signals.raw, $0.baseAddress, 128) } }),
-              n >= 4 else { return }
+            n >= 4
+        else { return }
         let signo = info.withUnsafeBytes { $0.load(as: UInt32.self) }
         logger.info("stopping on \(signo == UInt32(SIGTERM) ? "SIGTERM" : signo == UInt32(SIGINT) ? "SIGINT" : "signal \(signo)")")
         running = false

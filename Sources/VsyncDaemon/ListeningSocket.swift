@@ -10,7 +10,9 @@ final class ListeningSocket {
     let description: String
 
     private init(fd: consuming FileDescriptor, ownedPath: String?, description: String) {
-        self.fd = fd; self.ownedPath = ownedPath; self.description = description
+        self.fd = fd
+        self.ownedPath = ownedPath
+        self.description = description
     }
 
     deinit {
@@ -21,10 +23,14 @@ final class ListeningSocket {
     /// AF_UNIX SOCK_SEQPACKET socket. Nil when not activated.
     static func activated(environment: [String: String]) throws(DaemonError) -> ListeningSocket? {
         guard let pid = environment["LISTEN_PID"].flatMap(Int32.init), pid == getpid(),
-              let count = environment["LISTEN_FDS"].flatMap(Int.init), count >= 1 else { return nil }
+            let count = environment["LISTEN_FDS"].flatMap(Int.init), count >= 1
+        else { return nil }
         let fd: Int32 = 3  // SD_LISTEN_FDS_START
-        unsetenv("LISTEN_PID"); unsetenv("LISTEN_FDS"); unsetenv("LISTEN_FDNAMES")
-        var type: Int32 = 0, domain: Int32 = 0
+        unsetenv("LISTEN_PID")
+        unsetenv("LISTEN_FDS")
+        unsetenv("LISTEN_FDNAMES")
+        var type: Int32 = 0
+        var domain: Int32 = 0
         var len = socklen_t(MemoryLayout<Int32>.size)
         guard getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 else {
             throw .activatedNotASocket(errno: errno)
@@ -95,7 +101,10 @@ final class ListeningSocket {
             throw .pathTaken(path: path)
         }
         let probe = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard probe >= 0 else { unlink(path); return }
+        guard probe >= 0 else {
+            unlink(path)
+            return
+        }
         let prober = FileDescriptor(probe)
         var addr = address
         let rc = withUnsafePointer(to: &addr) { p in

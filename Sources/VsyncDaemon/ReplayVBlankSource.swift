@@ -66,8 +66,9 @@ final class ReplayVBlankSource: VBlankSource {
         self.logger = logger
         timer = try TimerFD()
         for d in trace.displays {
-            displays[d.id] = Replayed(key: DisplayKey(device: "replay:\(d.device)", crtcID: d.crtcID), connector: d.connector,
-                                      connectorID: d.id, card: String(d.device.split(separator: "/").last ?? ""))
+            displays[d.id] = Replayed(
+                key: DisplayKey(device: "replay:\(d.device)", crtcID: d.crtcID), connector: d.connector,
+                connectorID: d.id, card: String(d.device.split(separator: "/").last ?? ""))
             order.append(d.id)
         }
         // Mode and VRR lines before the first vblank describe the start.
@@ -76,7 +77,9 @@ final class ReplayVBlankSource: VBlankSource {
         }
         traceStartNs = trace.events[cursor...].first?.timeNs ?? 0
         wallStartNs = monotonicNow()
-        logger.info("source: replay of \(path) at \(speed)× (\(trace.events.count) events; ticks flagged synthetic; trace time \(traceStartNs) is \(wallStartNs) ns on CLOCK_MONOTONIC)")
+        logger.info(
+            "source: replay of \(path) at \(speed)× (\(trace.events.count) events; ticks flagged synthetic; trace time \(traceStartNs) is \(wallStartNs) ns on CLOCK_MONOTONIC)"
+        )
         armNext()
     }
 
@@ -100,10 +103,11 @@ final class ReplayVBlankSource: VBlankSource {
 
     private func sourceDisplay(_ id: UInt32) -> SourceDisplay? {
         guard let d = displays[id] else { return nil }
-        return SourceDisplay(key: d.key, connectorID: d.connectorID, connectorName: d.connector,
-                             deviceName: d.card, isActive: d.mode != nil, refresh: d.mode.map { speed.scale($0.refresh) },
-                             width: d.mode?.width ?? 0, height: d.mode?.height ?? 0,
-                             variableRefresh: d.variableRefresh.map(speed.scale))
+        return SourceDisplay(
+            key: d.key, connectorID: d.connectorID, connectorName: d.connector,
+            deviceName: d.card, isActive: d.mode != nil, refresh: d.mode.map { speed.scale($0.refresh) },
+            width: d.mode?.width ?? 0, height: d.mode?.height ?? 0,
+            variableRefresh: d.variableRefresh.map(speed.scale))
     }
 
     /// VRR_ENABLED as of the replay's position: the server polls it as it polls DRM's.
@@ -155,14 +159,14 @@ final class ReplayVBlankSource: VBlankSource {
 
     private func apply(_ event: VBlankTrace.Event, into events: inout [SourceEvent]) {
         switch event {
-        case let .vblank(id, sequence, timestamp):
+        case .vblank(let id, let sequence, let timestamp):
             guard let d = displays[id], d.active, d.mode != nil else { return }
             events.append(.vblank(token: d.token, sequence: sequence, timestampNs: due(timestamp)))
-        case let .mode(_, id, w, h, r):
+        case .mode(_, let id, let w, let h, let r):
             displays[id]?.mode = (w, h, r)
         case .variableRefreshCapable, .refreshRange, .variableRefreshEnabled:
             _ = Self.setting(event, in: &displays)
-        case let .off(_, id):
+        case .off(_, let id):
             guard let d = displays[id] else { return }
             displays[id]?.mode = nil
             if d.active {
@@ -184,10 +188,10 @@ extension ReplayVBlankSource {
             displays[id]?.variableRefresh = state
         }
         switch event {
-        case let .mode(_, id, w, h, r): displays[id]?.mode = (w, h, r)
-        case let .variableRefreshCapable(_, id, on): vrr(id) { $0.capable = on }
-        case let .refreshRange(_, id, range): vrr(id) { $0.range = range }
-        case let .variableRefreshEnabled(_, id, on): vrr(id) { $0.enabled = on }
+        case .mode(_, let id, let w, let h, let r): displays[id]?.mode = (w, h, r)
+        case .variableRefreshCapable(_, let id, let on): vrr(id) { $0.capable = on }
+        case .refreshRange(_, let id, let range): vrr(id) { $0.range = range }
+        case .variableRefreshEnabled(_, let id, let on): vrr(id) { $0.enabled = on }
         case .vblank, .off: return false
         }
         return true

@@ -26,7 +26,9 @@ extension Server {
             switch message.withUnsafeBytes({ Client.send(client.fd, $0.baseAddress, $0.count) }) {
             case .sent: return
             case .full: break
-            case .failed(let e): sendFailed(client, e); return
+            case .failed(let e):
+                sendFailed(client, e)
+                return
             }
         }
         guard client.outbox.count - client.outboxHead < Client.maxOutbox else {
@@ -45,7 +47,9 @@ extension Server {
             switch result {
             case .sent: client.outboxHead += 1
             case .full: return
-            case .failed(let e): sendFailed(client, e); return
+            case .failed(let e):
+                sendFailed(client, e)
+                return
             }
         }
         client.outbox.removeAll(keepingCapacity: true)
@@ -55,7 +59,9 @@ extension Server {
             case .sent:
                 client.pendingTicks.removeFirst()
             case .full: return
-            case .failed(let e): sendFailed(client, e); return
+            case .failed(let e):
+                sendFailed(client, e)
+                return
             }
         }
         settle(client)
@@ -65,7 +71,8 @@ extension Server {
     /// (e.g. it paused or unsubscribed while blocked).
     func settle(_ client: Client) {
         guard client.closeReason == nil, client.outboxHead >= client.outbox.count,
-              client.pendingTicks.isEmpty else { return }
+            client.pendingTicks.isEmpty
+        else { return }
         if client.watchingOutput {
             client.watchingOutput = false
             loop.watchOutput(client.fd, false)

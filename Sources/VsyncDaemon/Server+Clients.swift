@@ -14,8 +14,9 @@ extension Server {
         let accepted = try? nonBlocking("accept") { accept(clients.listener.fd.raw, nil, nil) }
         if let accepted {
             let fd = FileDescriptor(accepted)
-            let refusal = ServerMessage.refused(Refusal(
-                code: .tooManyClients, message: "vsyncd is out of file descriptors; try again later"))
+            let refusal = ServerMessage.refused(
+                Refusal(
+                    code: .tooManyClients, message: "vsyncd is out of file descriptors; try again later"))
             _ = refusal.encoded().withUnsafeBytes { Client.send(fd.raw, $0.baseAddress, $0.count) }
         }
         clients.spare = FileDescriptor(opening: "/dev/null", O_RDONLY)
@@ -36,7 +37,7 @@ extension Server {
             let accepted: Int32?
             do throws(SystemCallError) {
                 accepted = try nonBlocking("accept") { accept(listener.fd.raw, nil, nil) }
-            } catch where error.code == ECONNABORTED {
+            } catch  where error.code == ECONNABORTED {
                 continue
             } catch {
                 clients.noteAcceptFailure(error.code, logger: logger)
@@ -54,17 +55,20 @@ extension Server {
             var len = socklen_t(MemoryLayout.size(ofValue: cred))
             _ = getsockopt(fd.raw, SOL_SOCKET, SO_PEERCRED, &cred, &len)
             if clients.count >= configuration.maxClients {
-                refuse(fd, pid: cred.pid, uid: cred.uid,
-                       "vsyncd serves at most \(configuration.maxClients) clients; try again later",
-                       log: "at the cap of \(configuration.maxClients) clients (--max-clients)")
+                refuse(
+                    fd, pid: cred.pid, uid: cred.uid,
+                    "vsyncd serves at most \(configuration.maxClients) clients; try again later",
+                    log: "at the cap of \(configuration.maxClients) clients (--max-clients)")
                 continue
             }
             // Counted on demand: accepts are rare next to ticks, and nothing can drift.
             let held = clients.reduce(0) { $0 + ($1.uid == cred.uid ? 1 : 0) }
             if held >= configuration.maxClientsPerUser {
-                refuse(fd, pid: cred.pid, uid: cred.uid,
-                       "uid \(cred.uid) already has \(held) connections, the per-user limit: close some, or raise vsyncd's --max-clients-per-user",
-                       log: "uid \(cred.uid) is at the per-user cap of \(configuration.maxClientsPerUser) connections (--max-clients-per-user)")
+                refuse(
+                    fd, pid: cred.pid, uid: cred.uid,
+                    "uid \(cred.uid) already has \(held) connections, the per-user limit: close some, or raise vsyncd's --max-clients-per-user",
+                    log: "uid \(cred.uid) is at the per-user cap of \(configuration.maxClientsPerUser) connections (--max-clients-per-user)"
+                )
                 continue
             }
             var size = Self.clientSendBuffer
@@ -85,7 +89,8 @@ extension Server {
         if events & Epoll.writable != 0 { flush(client) }
         if client.closeReason == nil, events & Epoll.readable != 0 { readRequests(client) }
         if client.closeReason == nil, events & (Epoll.hangUp | Epoll.error) != 0,
-           events & Epoll.readable == 0 {
+            events & Epoll.readable == 0
+        {
             disconnect(client, reason: "connection closed", level: .info)
         }
     }
@@ -103,7 +108,10 @@ extension Server {
                 return disconnect(client, reason: "recv failed: \(errnoText(error.code))", level: .info)
             }
             guard let n = received else { return }
-            if n == 0 { disconnect(client, reason: "closed by client", level: .info); return }
+            if n == 0 {
+                disconnect(client, reason: "closed by client", level: .info)
+                return
+            }
             let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<min(n, buffer.count)])
             let result: Result<ClientMessage, WireError>
             do throws(WireError) {

@@ -22,9 +22,12 @@ extension Server {
         for s in found where s.isActive && !displays.contains(where: { $0.key == s.key }) {
             let d = displays.add(s)
             placeOnPage(d)
-            let names = (s.busPath.isEmpty ? "" : ", bus path \(s.busPath)") + (s.edid.map { ", EDID \($0.make)/\($0.model)/\($0.serial)" } ?? "")
+            let names =
+                (s.busPath.isEmpty ? "" : ", bus path \(s.busPath)") + (s.edid.map { ", EDID \($0.make)/\($0.model)/\($0.serial)" } ?? "")
                 + s.variableRefreshText
-            logger.info("display \(d.id) added: \(s.connectorName) on \(s.key), \(s.refresh.map { "\($0)" } ?? "no mode"), \(s.width)x\(s.height)\(names)")
+            logger.info(
+                "display \(d.id) added: \(s.connectorName) on \(s.key), \(s.refresh.map { "\($0)" } ?? "no mode"), \(s.width)x\(s.height)\(names)"
+            )
             if announce {
                 let message = ServerMessage.displayEvent(displayEvent(.added, d))
                 for c in clients where c.version != nil { send(message, to: c) }
@@ -78,7 +81,8 @@ extension Server {
         defer { d.applied() }
         let was = (on: d.state == .on, variable: d.isVariable, generation: d.generation)
         defer { variableRefreshApplied(d, wasOn: was.on, wasVariable: was.variable, generation: was.generation) }
-        let old = d.source, lit = d.litSource
+        let old = d.source
+        let lit = d.litSource
         d.source = fresh
         if fresh.busPath != old.busPath || fresh.edid != old.edid || fresh.connectorName != old.connectorName { displays.changed = true }
         if !fresh.isActive {
@@ -86,7 +90,9 @@ extension Server {
         } else if d.state == .off {
             turnOn(d, modeChanged: !fresh.sameMode(as: lit ?? old))
         } else if !fresh.sameMode(as: old) {
-            logger.info("display \(d.id) mode changed: \(old.refresh.map { "\($0)" } ?? "?") \(old.width)x\(old.height) → \(fresh.refresh.map { "\($0)" } ?? "?") \(fresh.width)x\(fresh.height)")
+            logger.info(
+                "display \(d.id) mode changed: \(old.refresh.map { "\($0)" } ?? "?") \(old.width)x\(old.height) → \(fresh.refresh.map { "\($0)" } ?? "?") \(fresh.width)x\(fresh.height)"
+            )
             d.resetModel()
             broadcastEvent(.modeChanged, d)
             resubscribeAll(d, countGoesOn: true)
@@ -142,9 +148,10 @@ extension Server {
 
     func subscribed(_ sub: Subscription) -> ServerMessage {
         let d = sub.display
-        return .subscribed(Subscribed(
-            subscriptionID: sub.id, displayID: d.id, divisor: sub.divisor,
-            displayIntervalNs: d.intervalNs, clientIntervalNs: d.intervalNs * UInt64(sub.divisor), display: info(d)))
+        return .subscribed(
+            Subscribed(
+                subscriptionID: sub.id, displayID: d.id, divisor: sub.divisor,
+                displayIntervalNs: d.intervalNs, clientIntervalNs: d.intervalNs * UInt64(sub.divisor), display: info(d)))
     }
 
     /// Asks the source for vblanks exactly while someone is listening.

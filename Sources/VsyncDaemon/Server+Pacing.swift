@@ -38,7 +38,8 @@ extension Server {
             if d.holdsPacing(sub.pacer, latestSequence: latest.sequence) { continue }  // VRR: wait for the vblank
             let wake = sub.pacer.update(
                 divisor: sub.divisor, workDurationNs: sub.workDurationNs, latestSequence: latest.sequence,
-                nowNs: now, periodNs: d.pacingPeriodNs, variable: d.isVariable) { d.predictedTimestamp(forSequence: $0) }
+                nowNs: now, periodNs: d.pacingPeriodNs, variable: d.isVariable
+            ) { d.predictedTimestamp(forSequence: $0) }
             earliest = min(earliest ?? wake, wake)
         }
         // Off, with subscribers: re-read the CRTC once a frame while someone gets predicted
@@ -46,7 +47,8 @@ extension Server {
         // milliseconds), so ticks resume within frames of the first real vblank; after that the
         // twice-a-second housekeeping poll is enough, and costs an idle machine nothing more.
         if d.state == .off, !d.subscriptions.isEmpty,
-           predicting || d.offSinceNs.map({ now &- $0 < Display.offProbeWindowNs }) ?? false {
+            predicting || d.offSinceNs.map({ now &- $0 < Display.offProbeWindowNs }) ?? false
+        {
             let probe = d.lastRecheckNs &+ UInt64(d.model.periodNs)
             earliest = min(earliest ?? probe, probe)
         }
@@ -87,8 +89,11 @@ extension Server {
         if d.isVariable { flags.insert(.variable) }  // targets are the earliest vblanks (Display+VariableRefresh)
         let periodNs = d.pacingPeriodNs
         for sub in d.subscriptions where isPaced(sub) {
-            guard let (t, passed) = sub.pacer.fire(nowNs: now, newestSequence: latest.sequence, periodNs: periodNs,
-                                                   variable: d.isVariable) else { continue }
+            guard
+                let (t, passed) = sub.pacer.fire(
+                    nowNs: now, newestSequence: latest.sequence, periodNs: periodNs,
+                    variable: d.isVariable)
+            else { continue }
             sub.skipped &+= UInt32(clamping: passed)
             // A predicted tick without a work duration is the vblank itself, as a hardware tick
             // would be; with one, the newest vblank and the target ahead.

@@ -9,18 +9,22 @@ extension Server {
             switch result {
             case .success(.hello(let hello)): handleHello(client, hello)
             case .success(let other):
-                fail(client, .error(ErrorMessage(code: .notHandshaken, message: "send HELLO first (got \(other.type) before the handshake)")),
-                     reason: "request \(other.type) before the handshake")
+                fail(
+                    client,
+                    .error(ErrorMessage(code: .notHandshaken, message: "send HELLO first (got \(other.type) before the handshake)")),
+                    reason: "request \(other.type) before the handshake")
             case .failure(let e):
-                fail(client, .refused(Refusal(code: .badHandshake, message: "the first message must be a HELLO: \(e)")),
-                     reason: "bad handshake: \(e)")
+                fail(
+                    client, .refused(Refusal(code: .badHandshake, message: "the first message must be a HELLO: \(e)")),
+                    reason: "bad handshake: \(e)")
             }
             return
         }
         switch result {
         case .failure(.unknownType(let t)):
-            fail(client, .error(ErrorMessage(code: .unknownType, message: "unknown request type 0x\(String(t, radix: 16))")),
-                 reason: "unknown request type 0x\(String(t, radix: 16))")
+            fail(
+                client, .error(ErrorMessage(code: .unknownType, message: "unknown request type 0x\(String(t, radix: 16))")),
+                reason: "unknown request type 0x\(String(t, radix: 16))")
         case .failure(.badSelector(let id, let problem)):
             refuseSelector(client, id: id, problem)
         case .failure(let e):
@@ -42,14 +46,17 @@ extension Server {
         let low = max(hello.minVersion, WireProtocol.minimumVersion)
         let high = min(hello.maxVersion, WireProtocol.currentVersion)
         guard hello.minVersion <= hello.maxVersion, low <= high else {
-            let text = "client speaks protocol \(hello.minVersion)–\(hello.maxVersion), vsyncd speaks \(WireProtocol.minimumVersion)–\(WireProtocol.currentVersion): update the \(hello.maxVersion < WireProtocol.minimumVersion ? "client library" : "daemon")"
+            let text =
+                "client speaks protocol \(hello.minVersion)–\(hello.maxVersion), vsyncd speaks \(WireProtocol.minimumVersion)–\(WireProtocol.currentVersion): update the \(hello.maxVersion < WireProtocol.minimumVersion ? "client library" : "daemon")"
             fail(client, .refused(Refusal(code: .versionUnsupported, message: text)), reason: "refused: \(text)")
             return
         }
         client.handshaken(version: high)
         logger.debug("client \(client.label): protocol \(high)")
-        send(ServerMessage.welcome(Welcome(
-            version: high, serverFlags: source.isSynthetic ? .syntheticSource : [], serverPID: UInt32(getpid()))), to: client)
+        send(
+            ServerMessage.welcome(
+                Welcome(
+                    version: high, serverFlags: source.isSynthetic ? .syntheticSource : [], serverPID: UInt32(getpid()))), to: client)
         if client.features.contains(.timingPage) { sendTimingPage(to: client) }
     }
 
@@ -74,7 +81,9 @@ extension Server {
 
     func handleSetWorkDuration(_ client: Client, _ request: SetWorkDuration) {
         guard client.features.contains(.workDurations) else {
-            return fail(client, .error(ErrorMessage(code: .unknownType, message: "SET_WORK_DURATION needs protocol 2")), reason: "SET_WORK_DURATION at protocol 1")
+            return fail(
+                client, .error(ErrorMessage(code: .unknownType, message: "SET_WORK_DURATION needs protocol 2")),
+                reason: "SET_WORK_DURATION at protocol 1")
         }
         if client.waiting[request.subscriptionID] != nil {
             client.waiting[request.subscriptionID]?.workDurationNs = request.workDurationNs
@@ -91,7 +100,10 @@ extension Server {
     }
 
     func handlePause(_ client: Client, _ id: UInt32) {
-        if client.waiting[id] != nil { client.waiting[id]?.flags.insert(.startPaused); return }
+        if client.waiting[id] != nil {
+            client.waiting[id]?.flags.insert(.startPaused)
+            return
+        }
         guard let sub = client.subscriptions[id] else { return unknown(client, id) }
         sub.paused = true
         sub.resetDelivery()
@@ -100,7 +112,10 @@ extension Server {
     }
 
     func handleResume(_ client: Client, _ id: UInt32) {
-        if client.waiting[id] != nil { client.waiting[id]?.flags.remove(.startPaused); return }
+        if client.waiting[id] != nil {
+            client.waiting[id]?.flags.remove(.startPaused)
+            return
+        }
         guard let sub = client.subscriptions[id] else { return unknown(client, id) }
         if sub.paused {
             sub.paused = false
@@ -120,7 +135,8 @@ extension Server {
     }
 
     func unknown(_ client: Client, _ id: UInt32) {
-        send(ServerMessage.error(ErrorMessage(code: .unknownSubscription, subscriptionID: id, message: "no subscription \(id)")), to: client)
+        send(
+            ServerMessage.error(ErrorMessage(code: .unknownSubscription, subscriptionID: id, message: "no subscription \(id)")), to: client)
     }
 
     func handleSubscribe(_ client: Client, _ request: Subscribe) {
@@ -130,17 +146,30 @@ extension Server {
             return
         }
         if client.subscriptions[id] != nil || client.waiting[id] != nil {
-            send(ServerMessage.error(ErrorMessage(code: .duplicateSubscription, subscriptionID: id, message: "subscription \(id) already exists")), to: client)
+            send(
+                ServerMessage.error(
+                    ErrorMessage(code: .duplicateSubscription, subscriptionID: id, message: "subscription \(id) already exists")),
+                to: client)
             return
         }
         guard client.subscriptions.count + client.waiting.count < configuration.maxSubscriptionsPerClient else {
-            send(ServerMessage.error(ErrorMessage(code: .tooManySubscriptions, subscriptionID: id, message: "at most \(configuration.maxSubscriptionsPerClient) subscriptions per client")), to: client)
+            send(
+                ServerMessage.error(
+                    ErrorMessage(
+                        code: .tooManySubscriptions, subscriptionID: id,
+                        message: "at most \(configuration.maxSubscriptionsPerClient) subscriptions per client")), to: client)
             return
         }
         // Every subscription costs a send per due vblank: one user's total bounds its share of a tick.
         let held = clients.reduce(0) { $0 + ($1.uid == client.uid ? $1.subscriptions.count + $1.waiting.count : 0) }
         guard held < configuration.maxSubscriptionsPerUser else {
-            send(ServerMessage.error(ErrorMessage(code: .tooManySubscriptions, subscriptionID: id, message: "uid \(client.uid) holds \(held) subscriptions, the per-user limit: end some, or raise vsyncd's --max-subscriptions-per-user")), to: client)
+            send(
+                ServerMessage.error(
+                    ErrorMessage(
+                        code: .tooManySubscriptions, subscriptionID: id,
+                        message:
+                            "uid \(client.uid) holds \(held) subscriptions, the per-user limit: end some, or raise vsyncd's --max-subscriptions-per-user"
+                    )), to: client)
             return
         }
         var request = request
@@ -158,7 +187,11 @@ extension Server {
         switch resolve(request.selector) {
         case .one(let d): found = d
         case .ambiguous(let matches):
-            send(ServerMessage.error(ErrorMessage(code: .unknownDisplay, subscriptionID: id, message: ambiguity(request.selector, matches, features: client.features))), to: client)
+            send(
+                ServerMessage.error(
+                    ErrorMessage(
+                        code: .unknownDisplay, subscriptionID: id, message: ambiguity(request.selector, matches, features: client.features))
+                ), to: client)
             return
         case .none:
             // A display that may still come (the service started before the mode was set):
@@ -195,18 +228,21 @@ extension Server {
         sub.selector = request.selector
         client.subscriptions[id] = sub
         d.insertFairly(sub)
-        logger.debug("client \(client.label): subscription \(id) on display \(d.id) at divisor \(sub.divisor)\(sub.workDurationNs > 0 ? ", work duration \(sub.workDurationNs) ns" : "")\(sub.paused ? ", paused" : "")")
+        logger.debug(
+            "client \(client.label): subscription \(id) on display \(d.id) at divisor \(sub.divisor)\(sub.workDurationNs > 0 ? ", work duration \(sub.workDurationNs) ns" : "")\(sub.paused ? ", paused" : "")"
+        )
         updateVBlank(d)  // first, so vblanks are requested by the time the client hears back
         send(subscribed(sub), to: client)
     }
 
     /// SUBSCRIBED for a subscription still waiting for its display: display id 0, divisor 0.
     func waitingAnswer(_ id: UInt32) -> ServerMessage {
-        .subscribed(Subscribed(
-            subscriptionID: id, displayID: 0, divisor: 0, displayIntervalNs: 0, clientIntervalNs: 0,
-            display: DisplayInfo(
-                displayID: 0, crtcID: 0, connectorID: 0, state: .off, flags: [], refreshMillihertz: 0, periodNs: 0,
-                width: 0, height: 0, connectorName: "", deviceName: "")))
+        .subscribed(
+            Subscribed(
+                subscriptionID: id, displayID: 0, divisor: 0, displayIntervalNs: 0, clientIntervalNs: 0,
+                display: DisplayInfo(
+                    displayID: 0, crtcID: 0, connectorID: 0, state: .off, flags: [], refreshMillihertz: 0, periodNs: 0,
+                    width: 0, height: 0, connectorName: "", deviceName: "")))
     }
 
     /// Attaches waiting subscriptions whose display is now there.

@@ -70,7 +70,8 @@ extension Server {
         let candidates = onCard ? (byCRTC ? [crtc, byName] : [byName, crtc]) : [byName]
         for text in candidates {
             guard let selector = try? DisplaySelector.parse(text), selector.kind < 4 || onCard,
-                  case .one(let found) = resolve(selector), found === d else { continue }
+                case .one(let found) = resolve(selector), found === d
+            else { continue }
             return text
         }
         return "display:\(d.id)"
@@ -81,7 +82,8 @@ extension Server {
     func ambiguity(_ selector: DisplaySelector, _ matches: [Display], features: ProtocolFeatures) -> String {
         let byCRTC = if case .crtc = selector { true } else { false }
         let names = matches.map { selectorText(naming: $0, features: features, byCRTC: byCRTC) }
-        return "\(selector.text) matches \(matches.count) displays (\(names.joined(separator: ", "))): name one, as in \(names[names.count - 1])"
+        return
+            "\(selector.text) matches \(matches.count) displays (\(names.joined(separator: ", "))): name one, as in \(names[names.count - 1])"
     }
 
     /// "displays: A, B (vsync-probe list)" for a refusal whose own text takes `used` bytes: as
@@ -107,10 +109,14 @@ extension Server {
     /// (the codec has judged the rest of the wire, kind 4 before protocol 3 included).
     func refuseSelector(_ client: Client, id: UInt32, _ problem: String) {
         if id == 0 {
-            return fail(client, .error(ErrorMessage(code: .malformed, message: "subscription id 0 is reserved")), reason: "subscription id 0")
+            return fail(
+                client, .error(ErrorMessage(code: .malformed, message: "subscription id 0 is reserved")), reason: "subscription id 0")
         }
         if client.subscriptions[id] != nil || client.waiting[id] != nil {
-            return send(ServerMessage.error(ErrorMessage(code: .duplicateSubscription, subscriptionID: id, message: "subscription \(id) already exists")), to: client)
+            return send(
+                ServerMessage.error(
+                    ErrorMessage(code: .duplicateSubscription, subscriptionID: id, message: "subscription \(id) already exists")),
+                to: client)
         }
         refreshDisplays()
         let text = problem + "; " + displayNames(features: client.features, after: problem.utf8.count + 2)

@@ -37,10 +37,10 @@ extension Server {
     private func handle(_ events: [SourceEvent]) {
         for event in events {
             switch event {
-            case let .vblank(token, sequence, timestamp):
+            case .vblank(let token, let sequence, let timestamp):
                 guard let d = displays[token: token], d.state == .on else { continue }
                 vblank(d, sequence: sequence, timestampNs: timestamp)
-            case let .failed(token, failure):
+            case .failed(let token, let failure):
                 guard let d = displays[token: token] else { continue }
                 handleFailure(d, failure)
             case .devicesChanged:
@@ -56,7 +56,8 @@ extension Server {
         }
         if d.isVariable { return variableVBlank(d, sequence: sequence, timestampNs: timestampNs) }
         let previous = d.model.newest
-        let followed = d.newestIsCurrent, periodRestarts = d.model.periodRestartCount
+        let followed = d.newestIsCurrent
+        let periodRestarts = d.model.periodRestartCount
         switch d.model.add(sequence: sequence, timestampNs: timestampNs) {
         case .duplicate, .stale: return
         case .restarted:
@@ -87,8 +88,10 @@ extension Server {
     /// One vblank's ticks to the display's subscribers that are due at this sequence, each
     /// with the target and timelines `predict` puts on the vblanks ahead (the model's grid, or
     /// under VRR the earliest they can be); then paced wakes are re-aimed, as they move with it.
-    func sendTicks(_ d: Display, sequence: UInt64, timestampNs: UInt64, flags: TickFlags, intervalNs interval: UInt64,
-                   predict: (UInt64) -> UInt64) {
+    func sendTicks(
+        _ d: Display, sequence: UInt64, timestampNs: UInt64, flags: TickFlags, intervalNs interval: UInt64,
+        predict: (UInt64) -> UInt64
+    ) {
         // Subscribers mostly share a divisor: predict once per distinct divisor, not per subscriber.
         var predictedDivisor: UInt32 = 0
         var timelines = FrameTimelines()
@@ -96,7 +99,10 @@ extension Server {
         var paced = false
         for sub in d.subscriptions where !sub.paused {
             if sub.pageOnly { continue }
-            if sub.workDurationNs > 0 { paced = true; continue }
+            if sub.workDurationNs > 0 {
+                paced = true
+                continue
+            }
             guard RateMapping.isTickDue(sequence: sequence, divisor: sub.divisor) else { continue }
             let divisor = UInt64(sub.divisor)
             if let last = sub.lastDueSequence, sequence > last {
@@ -139,7 +145,9 @@ extension Server {
             switch sendTick(tick, sub, stamp: stamp) {
             case .sent: return
             case .full: break
-            case .failed(let e): sendFailed(client, e); return
+            case .failed(let e):
+                sendFailed(client, e)
+                return
             }
         }
         client.pendingTicks.append((sub, tick))

@@ -19,7 +19,8 @@ extension Server {
         // jitter) is a faster mode nobody announced, re-read once the ticks are out. Longer
         // intervals are what VRR does, so they prompt nothing.
         if let previous, sequence == previous.sequence &+ 1,
-           timestampNs &- previous.timestampNs < timing.shortestNs / 10 * 9 {
+            timestampNs &- previous.timestampNs < timing.shortestNs / 10 * 9
+        {
             d.recheckPending = true
         }
         var flags: TickFlags = source.isSynthetic ? .synthetic : .hardwareTimestamp
@@ -55,8 +56,8 @@ extension Server {
     /// deviating vblank, none on the grid. True if it read (the display may have changed).
     func variableRefreshMayHaveTurnedOn(_ d: Display, sequence: UInt64, timestampNs: UInt64) -> Bool {
         guard d.source.variableRefresh?.capable == true, d.newestIsCurrent, let last = d.model.newest,
-              sequence == last.sequence &+ 1, timestampNs > last.timestampNs,
-              abs(Double(timestampNs - last.timestampNs) - d.model.periodNs) > 0.005 * d.model.periodNs
+            sequence == last.sequence &+ 1, timestampNs > last.timestampNs,
+            abs(Double(timestampNs - last.timestampNs) - d.model.periodNs) > 0.005 * d.model.periodNs
         else { return false }
         pollVariableRefresh(d, now: monotonicNow())
         return true
@@ -70,7 +71,9 @@ extension Server {
         guard wasOn, d.state == .on, d.isVariable != wasVariable else { return }
         displays.changed = true
         let t = d.variableTiming
-        logger.info("display \(d.id) (\(d.source.connectorName)): variable refresh \(d.isVariable ? "on, \(t.shortestNs)-\(t.longestNs) ns" : "off")")
+        logger.info(
+            "display \(d.id) (\(d.source.connectorName)): variable refresh \(d.isVariable ? "on, \(t.shortestNs)-\(t.longestNs) ns" : "off")"
+        )
         if d.generation == generation {
             d.resetModel()
         }

@@ -29,8 +29,10 @@ final class Server {
     /// queue of stale ticks, so it should hold only a few frames (it must fit one 4096-byte message).
     static let clientSendBuffer: Int32 = 8192
 
-    init(configuration: DaemonConfiguration, source: VBlankSource, listener: ListeningSocket,
-         notifier: SystemdNotifier?, signals: consuming FileDescriptor, logger: Logger) throws(DaemonError) {
+    init(
+        configuration: DaemonConfiguration, source: VBlankSource, listener: ListeningSocket,
+        notifier: SystemdNotifier?, signals: consuming FileDescriptor, logger: Logger
+    ) throws(DaemonError) {
         self.configuration = configuration
         self.source = source
         self.logger = logger
@@ -56,7 +58,9 @@ final class Server {
     /// Opens the displays, tells systemd it is ready, and serves until SIGTERM/SIGINT.
     func run() throws(DaemonError) {
         rescanDisplays(announce: false)
-        logger.info("vsyncd ready on \(clients.listener.description): \(displays.count) display(s), source \(source.isSynthetic ? "timer" : "drm"), \(Self.schedulingText())")
+        logger.info(
+            "vsyncd ready on \(clients.listener.description): \(displays.count) display(s), source \(source.isSynthetic ? "timer" : "drm"), \(Self.schedulingText())"
+        )
         housekeeping.notifier?.notify("READY=1\n" + statusLine())
         replanIfChanged()
         while loop.running {
@@ -65,7 +69,9 @@ final class Server {
                 switch loop.roles[fd] {
                 case .listener: acceptClients()
                 case .signal: loop.readSignal(logger: logger)
-                case .housekeeping: housekeeping.timer.drain(); doHousekeeping()
+                case .housekeeping:
+                    housekeeping.timer.drain()
+                    doHousekeeping()
                 // No read of the timerfd: `wake` always sets it anew (or disarms it), which clears
                 // its count, so the tick goes out one syscall sooner.
                 case .pacing: wake()
@@ -122,7 +128,8 @@ final class Server {
         displays.changed = false
         clients.changed = false
         let ticking = displays.contains { source.isActive($0.key) }
-        let busy = ticking || displays.contains { $0.state == .off && !$0.subscriptions.isEmpty }
+        let busy =
+            ticking || displays.contains { $0.state == .off && !$0.subscriptions.isEmpty }
             || clients.blockedCount > 0 || clients.contains { !$0.waiting.isEmpty } || source.wantsRescanSoon
             || displays.rescanAgainAtNs != nil
         var interval: UInt64? = busy ? (ticking ? Housekeeping.fallbackIntervalNs : Housekeeping.intervalNs) : nil
@@ -153,7 +160,10 @@ final class Server {
         } else if waiting, now &- displays.lastRescanNs >= Housekeeping.intervalNs {
             rescanDisplays(announce: true)
         } else if now &- displays.lastRescanNs >= Housekeeping.fallbackIntervalNs,
-                  displays.contains(where: { $0.subscriptions.contains { !$0.paused && $0.followsPrimary && $0.client.features.contains(.followingPrimary) } }) {
+            displays.contains(where: {
+                $0.subscriptions.contains { !$0.paused && $0.followsPrimary && $0.client.features.contains(.followingPrimary) }
+            })
+        {
             rescanDisplays(announce: true)
         }
         for d in displays {

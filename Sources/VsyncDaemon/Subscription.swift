@@ -33,8 +33,12 @@ final class Subscription {
     var selector: DisplaySelector = .primary
 
     init(id: UInt32, client: Client, display: Display, range: FrameRateRange, divisor: UInt32, paused: Bool) {
-        self.id = id; self.client = client; self.display = display
-        self.range = range; self.divisor = divisor; self.paused = paused
+        self.id = id
+        self.client = client
+        self.display = display
+        self.range = range
+        self.divisor = divisor
+        self.paused = paused
     }
 
     /// The SUBSCRIBE that would make this subscription again, as it is now (rate, pause, work

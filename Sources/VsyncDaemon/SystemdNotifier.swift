@@ -11,7 +11,8 @@ final class SystemdNotifier {
 
     init?(environment: [String: String]) {
         if let usec = environment["WATCHDOG_USEC"].flatMap(UInt64.init), usec > 0,
-           environment["WATCHDOG_PID"].flatMap(Int32.init).map({ $0 == getpid() }) ?? true {
+            environment["WATCHDOG_PID"].flatMap(Int32.init).map({ $0 == getpid() }) ?? true
+        {
             watchdogIntervalNs = usec * 1000 / 2
         } else {
             watchdogIntervalNs = nil

@@ -23,7 +23,10 @@ final class TimerVBlankSource: VBlankSource {
     private var rearmAt: UInt64 = 0
     private static let rearmEvery: UInt64 = 1024
     /// What `rearm` owes the timer after the last `readEvents`.
-    private enum Rearm { case none, drain, anchor(UInt64) }
+    private enum Rearm {
+        case none, drain
+        case anchor(UInt64)
+    }
     private var pendingRearm = Rearm.none
 
     init(hertz: Double) throws(DaemonError) {
@@ -40,8 +43,9 @@ final class TimerVBlankSource: VBlankSource {
     var pollDescriptors: [Int32] { [timer.fd.raw] }
 
     private var display: SourceDisplay {
-        SourceDisplay(key: Self.key, connectorID: 0, connectorName: "timer", deviceName: "timer",
-                      isActive: true, refresh: rate, width: 0, height: 0)
+        SourceDisplay(
+            key: Self.key, connectorID: 0, connectorName: "timer", deviceName: "timer",
+            isActive: true, refresh: rate, width: 0, height: 0)
     }
 
     func rescan() -> [SourceDisplay] { [display] }

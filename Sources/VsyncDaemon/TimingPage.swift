@@ -32,7 +32,8 @@ final class TimingPage {
         }
         // After the daemon's writable mapping exists: F_SEAL_FUTURE_WRITE keeps it and refuses
         // every later one, and write(2), to everybody.
-        guard vsyncd_add_seals(fd.raw, VSYNCD_F_SEAL_SHRINK | VSYNCD_F_SEAL_GROW | VSYNCD_F_SEAL_FUTURE_WRITE | VSYNCD_F_SEAL_SEAL) == 0 else {
+        guard vsyncd_add_seals(fd.raw, VSYNCD_F_SEAL_SHRINK | VSYNCD_F_SEAL_GROW | VSYNCD_F_SEAL_FUTURE_WRITE | VSYNCD_F_SEAL_SEAL) == 0
+        else {
             let e = errno
             munmap(map, Self.size)
             throw .timingPage(step: "sealing (Linux 5.1 or newer needed)", errno: e)

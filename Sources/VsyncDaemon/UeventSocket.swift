@@ -14,7 +14,8 @@ final class UeventSocket {
 
     /// Nil, with the reason, where netlink is not allowed (a sandbox without AF_NETLINK).
     init?(failure: inout String) {
-        let fd = Glibc.socket(AF_NETLINK, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), NETLINK_KOBJECT_UEVENT)
+        let fd = Glibc.socket(
+            AF_NETLINK, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), NETLINK_KOBJECT_UEVENT)
         guard fd >= 0 else {
             failure = "socket(AF_NETLINK): \(errnoText())"
             return nil
@@ -38,7 +39,9 @@ final class UeventSocket {
         var buffer = [UInt8](repeating: 0, count: 8192)
         var drm = false
         while true {
-            let received = try? nonBlocking("recv") { buffer.withUnsafeMutableBytes { recv(socket.raw, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) } }
+            let received = try? nonBlocking("recv") {
+                buffer.withUnsafeMutableBytes { recv(socket.raw, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            }
             guard let n = received, n > 0 else { return drm }
             // "ACTION@DEVPATH\0KEY=VALUE\0…": the one that matters here is SUBSYSTEM=drm.
             if !drm { drm = Self.isDRM(buffer[0..<n]) }

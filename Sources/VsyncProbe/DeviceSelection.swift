@@ -11,7 +11,9 @@ struct Target {
     /// `device` nil: every card in order; `crtcID` nil: the first active CRTC.
     static func select(device: String?, crtcID: UInt32?, method: VBlankMethod?) throws(DRMError) -> Target {
         let paths: [String]
-        if let device { paths = [device] } else {
+        if let device {
+            paths = [device]
+        } else {
             paths = Card.primaryNodePaths()
             guard !paths.isEmpty else {
                 throw DRMError(kind: .noDevice, errno: 0, device: "/dev/dri", operation: "scan")
@@ -33,12 +35,14 @@ struct Target {
                 // The id names a CRTC on one card: look on this one, or say which ids exist.
                 guard let crtc = resources.crtc(id: crtcID) else {
                     if device != nil || paths.count == 1 {
-                        throw DRMError(kind: .unknownCRTC(crtcID: crtcID, valid: card.crtcIDs), errno: 0,
-                                       device: path, operation: "lookup")
+                        throw DRMError(
+                            kind: .unknownCRTC(crtcID: crtcID, valid: card.crtcIDs), errno: 0,
+                            device: path, operation: "lookup")
                     }
                     if firstError == nil {
-                        firstError = DRMError(kind: .unknownCRTC(crtcID: crtcID, valid: card.crtcIDs), errno: 0,
-                                              device: path, operation: "lookup")
+                        firstError = DRMError(
+                            kind: .unknownCRTC(crtcID: crtcID, valid: card.crtcIDs), errno: 0,
+                            device: path, operation: "lookup")
                     }
                     continue
                 }
@@ -86,7 +90,9 @@ extension Target {
             }
         }
         if !targets.isEmpty { return targets }
-        if let (card, crtc) = firstOff { throw DRMError(kind: .crtcOff(crtcID: crtc.id), errno: 0, device: card.path, operation: "drmModeGetCrtc") }
+        if let (card, crtc) = firstOff {
+            throw DRMError(kind: .crtcOff(crtcID: crtc.id), errno: 0, device: card.path, operation: "drmModeGetCrtc")
+        }
         throw firstError ?? DRMError(kind: .noDevice, errno: 0, device: "/dev/dri", operation: "scan")
     }
 }

@@ -20,7 +20,10 @@ struct FollowCommand: ParsableCommand {
     @Option(help: "vsyncd socket (default: $VSYNCD_SOCKET, else /run/vsyncd/vsyncd.sock).")
     var socket: String?
 
-    @Option(help: "Display: 'primary', a connector name (DP-1, HDMI-A-1, timer), crtc:ID, display:ID, edid:MAKE/MODEL/SERIAL, or any of these but display:ID followed by @CARD (card1, or its bus path pci-0000:03:00.0).")
+    @Option(
+        help:
+            "Display: 'primary', a connector name (DP-1, HDMI-A-1, timer), crtc:ID, display:ID, edid:MAKE/MODEL/SERIAL, or any of these but display:ID followed by @CARD (card1, or its bus path pci-0000:03:00.0)."
+    )
     var display: String = "primary"
 
     @Option(help: "Preferred frames per second; 0 means the display's maximum.")
@@ -103,7 +106,8 @@ struct FollowCommand: ParsableCommand {
             if let deadline, follower.ticks == 0 {
                 let now = VBlankRecorder.now(CLOCK_MONOTONIC)
                 guard now < deadline else {
-                    throw Failure.exit("no tick from \(display) within \(timeout ?? 0) s: check `vsync-probe list` and the display's cable and mode")
+                    throw Failure.exit(
+                        "no tick from \(display) within \(timeout ?? 0) s: check `vsync-probe list` and the display's cable and mode")
                 }
                 waitMs = Int32(min((deadline - now + 999_999) / 1_000_000, 60_000))
             }

@@ -99,13 +99,17 @@ struct Follower {
         let d = event.display
         let variable = d.flags.contains(.variable)
         if json {
-            Output.line("{\"event\":\"\(name)\"" + (hz.map { ",\"refreshHz\":\(Self.fixed($0, 6))" } ?? "")
-                + ",\"generation\":\(d.generation),\"variable\":\(variable),\"minIntervalNs\":\(d.minIntervalNs),\"maxIntervalNs\":\(d.maxIntervalNs)"
-                + (d.clock.map { ",\"monotonicNs\":\($0.monotonicNs),\"realtimeNs\":\($0.realtimeNs)" } ?? "") + "}")
+            Output.line(
+                "{\"event\":\"\(name)\"" + (hz.map { ",\"refreshHz\":\(Self.fixed($0, 6))" } ?? "")
+                    + ",\"generation\":\(d.generation),\"variable\":\(variable),\"minIntervalNs\":\(d.minIntervalNs),\"maxIntervalNs\":\(d.maxIntervalNs)"
+                    + (d.clock.map { ",\"monotonicNs\":\($0.monotonicNs),\"realtimeNs\":\($0.realtimeNs)" } ?? "") + "}")
         } else {
-            let vrr = variable ? "  variable \(Self.fixed(Double(d.minIntervalNs) / 1e6, 3))-\(Self.fixed(Double(d.maxIntervalNs) / 1e6, 3)) ms" : ""
-            Output.line("display " + name + (hz.map { " \(Self.fixed($0, 6)) Hz" } ?? "") + "  generation \(d.generation)" + vrr
-                + (d.clock.map { "  clocks \(Self.seconds($0.monotonicNs)) = realtime \(Self.seconds($0.realtimeNs))" } ?? ""))
+            let vrr =
+                variable
+                ? "  variable \(Self.fixed(Double(d.minIntervalNs) / 1e6, 3))-\(Self.fixed(Double(d.maxIntervalNs) / 1e6, 3)) ms" : ""
+            Output.line(
+                "display " + name + (hz.map { " \(Self.fixed($0, 6)) Hz" } ?? "") + "  generation \(d.generation)" + vrr
+                    + (d.clock.map { "  clocks \(Self.seconds($0.monotonicNs)) = realtime \(Self.seconds($0.realtimeNs))" } ?? ""))
         }
     }
 
@@ -133,7 +137,10 @@ struct Follower {
             break
         case .noDaemon, .permissionDenied, .refused, .displayNotFound, .connectionFailed:
             // Before the first tick these mean the run cannot start; later the client retries.
-            if ticks == 0 { fatal = error; return }
+            if ticks == 0 {
+                fatal = error
+                return
+            }
         case .displayGone:
             fatal = error
             return
@@ -145,7 +152,8 @@ struct Follower {
 
     /// The display's refresh rounded to whole frames per second (CADisplayLink's maximumFramesPerSecond).
     var maximumFramesPerSecond: Int {
-        refreshMillihertz > 0 ? Int((Double(refreshMillihertz) / 1000).rounded())
+        refreshMillihertz > 0
+            ? Int((Double(refreshMillihertz) / 1000).rounded())
             : durationNs > 0 ? Int((1e9 / Double(durationNs)).rounded()) : 0
     }
 
@@ -160,20 +168,25 @@ struct Follower {
             func stats(_ p: Percentiles?) -> String {
                 p.map { "{\"p50\":\(Self.fixed($0.p50, 1)),\"p99\":\(Self.fixed($0.p99, 1)),\"max\":\(Self.fixed($0.max, 1))}" } ?? "null"
             }
-            Output.line("{\"summary\":true,\"ticks\":\(ticks),\"skipped\":\(skipped),\"achievedHz\":\(Self.fixed(achieved, 4)),"
-                + "\"requested\":\"\(requested)\",\"maximumFramesPerSecond\":\(refresh),\"durationNs\":\(durationNs),"
-                + "\"seconds\":\(Self.fixed(span, 3)),\"synthetic\":\(synthetic),\"latencyUs\":\(stats(latency)),"
-                + "\"workDurationUs\":\(Self.fixed(Double(workDurationNs) / 1000, 1)),\"leadUs\":\(stats(lead))}")
+            Output.line(
+                "{\"summary\":true,\"ticks\":\(ticks),\"skipped\":\(skipped),\"achievedHz\":\(Self.fixed(achieved, 4)),"
+                    + "\"requested\":\"\(requested)\",\"maximumFramesPerSecond\":\(refresh),\"durationNs\":\(durationNs),"
+                    + "\"seconds\":\(Self.fixed(span, 3)),\"synthetic\":\(synthetic),\"latencyUs\":\(stats(latency)),"
+                    + "\"workDurationUs\":\(Self.fixed(Double(workDurationNs) / 1000, 1)),\"leadUs\":\(stats(lead))}")
         } else if ticks == 0 && waiting {
             Output.line("summary: no tick: still waiting for \(display) (see `vsync-probe list`)")
         } else {
-            Output.line("summary: \(ticks) ticks over \(Self.fixed(span, 3)) s, achieved \(Self.fixed(achieved, 3)) Hz"
-                + " (requested \(requested), display \(refresh) Hz\(synthetic ? ", synthetic" : "")), skipped \(skipped)")
+            Output.line(
+                "summary: \(ticks) ticks over \(Self.fixed(span, 3)) s, achieved \(Self.fixed(achieved, 3)) Hz"
+                    + " (requested \(requested), display \(refresh) Hz\(synthetic ? ", synthetic" : "")), skipped \(skipped)")
             if let latency {
-                Output.line("latency µs: p50 \(Self.fixed(latency.p50, 0))  p99 \(Self.fixed(latency.p99, 0))  max \(Self.fixed(latency.max, 0))")
+                Output.line(
+                    "latency µs: p50 \(Self.fixed(latency.p50, 0))  p99 \(Self.fixed(latency.p99, 0))  max \(Self.fixed(latency.max, 0))")
             }
             if let lead {
-                Output.line("lead µs (target − receipt, work duration \(Self.fixed(Double(workDurationNs) / 1000, 0))): p50 \(Self.fixed(lead.p50, 0))  p99 \(Self.fixed(lead.p99, 0))")
+                Output.line(
+                    "lead µs (target − receipt, work duration \(Self.fixed(Double(workDurationNs) / 1000, 0))): p50 \(Self.fixed(lead.p50, 0))  p99 \(Self.fixed(lead.p99, 0))"
+                )
             }
         }
     }

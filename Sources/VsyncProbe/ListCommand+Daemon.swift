@@ -9,7 +9,7 @@ extension ListCommand {
     static func daemonDisplays(socket: String?) -> [String: DisplayInfo] {
         let path = VsyncClient.resolvedSocketPath(socket)
         guard let client = try? VsyncClient(VsyncClient.Configuration(socketPath: path, clientName: "vsync-probe list")),
-              let displays = try? client.listDisplays(timeoutNs: 1_000_000_000)
+            let displays = try? client.listDisplays(timeoutNs: 1_000_000_000)
         else { return [:] }
         var byCRTC: [String: DisplayInfo] = [:]
         for d in displays where d.crtcID != 0 { byCRTC[key(card: d.deviceName, crtc: d.crtcID)] = d }
@@ -31,9 +31,10 @@ extension ListCommand {
 
     static func daemonText(_ c: CRTCInfo) -> String {
         guard let generation = c.generation else { return "" }
-        let timing = c.residualUs.map { r in
-            ", timestamps \(c.timestampSource ?? "?"), residual RMS \(DecimalText.fixed(r.rms, places: 1)) µs, p99 \(DecimalText.fixed(r.p99, places: 1)) µs over \(c.residualSamples ?? 0) vblanks"
-        } ?? ", timing not measured (nobody followed it lately)"
+        let timing =
+            c.residualUs.map { r in
+                ", timestamps \(c.timestampSource ?? "?"), residual RMS \(DecimalText.fixed(r.rms, places: 1)) µs, p99 \(DecimalText.fixed(r.p99, places: 1)) µs over \(c.residualSamples ?? 0) vblanks"
+            } ?? ", timing not measured (nobody followed it lately)"
         let variable = c.variable == true ? ", variable refresh on" : ""
         return "; vsyncd: generation \(generation)\(variable)\(timing)"
     }

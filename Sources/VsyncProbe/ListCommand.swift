@@ -105,8 +105,9 @@ struct ListCommand: ParsableCommand {
             info.busPath = bus.isEmpty ? nil : bus
             info.connectors = res.connectors.map {
                 let edid = card.edid(connectorID: $0.id)?.bytes.flatMap { EDIDIdentity($0, registry: registry) }
-                var connector = ConnectorInfo(id: $0.id, name: $0.name, status: $0.status.rawValue, crtcId: $0.crtcID, modes: $0.modes.count,
-                                              edidMake: edid?.make, edidModel: edid?.model, edidSerial: edid.map(\.serial))
+                var connector = ConnectorInfo(
+                    id: $0.id, name: $0.name, status: $0.status.rawValue, crtcId: $0.crtcID, modes: $0.modes.count,
+                    edidMake: edid?.make, edidModel: edid?.model, edidSerial: edid.map(\.serial))
                 addVariableRefresh(card: card, to: &connector)
                 return connector
             }
@@ -130,15 +131,20 @@ struct ListCommand: ParsableCommand {
         guard card.error == nil, let driver = card.driver else {
             return ["\(card.path): \(card.error ?? "unreadable")"]
         }
-        var lines = ["\(card.path)  driver \(driver), \(card.monotonic == true ? "monotonic" : "realtime") timestamps, vblank via \(card.method ?? "?")\(card.busPath.map { ", bus path \($0)" } ?? "")"]
+        var lines = [
+            "\(card.path)  driver \(driver), \(card.monotonic == true ? "monotonic" : "realtime") timestamps, vblank via \(card.method ?? "?")\(card.busPath.map { ", bus path \($0)" } ?? "")"
+        ]
         for c in card.connectors {
             let edid = c.edidMake.map { make in ", EDID \(make)/\(c.edidModel ?? "")/\(c.edidSerial ?? "")" } ?? ""
-            lines.append("  connector \(c.id) \(c.name): \(c.status)\(c.crtcId.map { ", CRTC \($0)" } ?? ""), \(c.modes) modes\(edid), \(variableRefreshText(c))")
+            lines.append(
+                "  connector \(c.id) \(c.name): \(c.status)\(c.crtcId.map { ", CRTC \($0)" } ?? ""), \(c.modes) modes\(edid), \(variableRefreshText(c))"
+            )
         }
         for c in card.crtcs {
-            let mode = c.mode.map { m in
-                "\(m) \(c.nominalHz.map(Mode.hertzText) ?? "?") Hz (vrefresh \(c.vrefresh ?? 0))"
-            } ?? "no mode"
+            let mode =
+                c.mode.map { m in
+                    "\(m) \(c.nominalHz.map(Mode.hertzText) ?? "?") Hz (vrefresh \(c.vrefresh ?? 0))"
+                } ?? "no mode"
             let vblank = c.vblank ? "vblank ok" : "vblank: \(c.vblankError ?? "fails")"
             let vrr = c.variableRefreshEnabled == true ? ", VRR_ENABLED" : ""
             lines.append("  CRTC \(c.id) (pipe \(c.pipe)): \(c.active ? "active" : "off"), \(mode), \(vblank)\(vrr)\(daemonText(c))")

@@ -50,7 +50,9 @@ struct MeasureCommand: ParsableCommand {
             let samples = try VBlankRecorder.record(card: target.card, crtc: target.crtc, frames: frames)
             let clocks = (start, VBlankRecorder.clockPair())
             guard let report = MeasureReport(target: target, samples: samples, method: target.card.vblankMethod, clocks: clocks) else {
-                throw Failure.exit("could not fit the vblank timestamps from \(target.card.path) CRTC \(target.crtc.id): the mode has no refresh or the timestamps did not advance")
+                throw Failure.exit(
+                    "could not fit the vblank timestamps from \(target.card.path) CRTC \(target.crtc.id): the mode has no refresh or the timestamps did not advance"
+                )
             }
             if json { try Output.json(report) } else { report.text.forEach(Output.line) }
         } catch let error as DRMError {
@@ -70,7 +72,9 @@ struct MeasureCommand: ParsableCommand {
             let clocks = (start, VBlankRecorder.clockPair())
             let reports = try zip(targets, samples).map { target, samples in
                 guard let report = MeasureReport(target: target, samples: samples, method: target.card.vblankMethod, clocks: clocks) else {
-                    throw Failure.exit("could not fit the vblank timestamps from \(target.card.path) CRTC \(target.crtc.id): the mode has no refresh or the timestamps did not advance")
+                    throw Failure.exit(
+                        "could not fit the vblank timestamps from \(target.card.path) CRTC \(target.crtc.id): the mode has no refresh or the timestamps did not advance"
+                    )
                 }
                 return report
             }
@@ -84,7 +88,8 @@ struct MeasureCommand: ParsableCommand {
             }
         } catch let error as DRMError {
             switch error.kind {
-            case .crtcOff, .timedOut: throw Failure.exit(error.description + "; a CRTC went off while measuring: measure the others with --device and --crtc")
+            case .crtcOff, .timedOut:
+                throw Failure.exit(error.description + "; a CRTC went off while measuring: measure the others with --device and --crtc")
             default: throw Failure.exit(error)
             }
         }

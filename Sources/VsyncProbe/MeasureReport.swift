@@ -42,9 +42,9 @@ struct MeasureReport: Encodable {
     /// Fits the kernel timestamps over the whole run. Nil with fewer than two samples.
     init?(target: Target, samples: [VBlankSample], method: VBlankMethod, clocks: (start: ClockPair, end: ClockPair)) {
         guard let rate = target.crtc.mode?.refreshRate,
-              let fit = RefreshModel.fit(samples.map { ($0.sequence, $0.timestampNs) }),
-              let jitter = Percentiles(fit.residualsNs.map { abs($0) / 1000 }),
-              let wake = Percentiles(samples.map { Double(Int64(bitPattern: $0.receivedNs &- $0.timestampNs)) / 1000 })
+            let fit = RefreshModel.fit(samples.map { ($0.sequence, $0.timestampNs) }),
+            let jitter = Percentiles(fit.residualsNs.map { abs($0) / 1000 }),
+            let wake = Percentiles(samples.map { Double(Int64(bitPattern: $0.receivedNs &- $0.timestampNs)) / 1000 })
         else { return nil }
         device = target.card.path
         driver = target.card.driverName
@@ -66,9 +66,11 @@ struct MeasureReport: Encodable {
         let quality = TimingQuality(residualsNs: fit.residualsNs, timestampSource: fit.timestampSource)
         timestampSource = quality.timestampSource
         residualUs = Residual(rms: quality.rmsNs / 1000, p99: quality.p99Ns / 1000)
-        realtime = monotonic
-            ? RealtimePhase(fit: fit, lastSequence: samples[samples.count - 1].sequence, nominalPeriodNs: rate.periodNanoseconds,
-                            start: clocks.start, end: clocks.end)
+        realtime =
+            monotonic
+            ? RealtimePhase(
+                fit: fit, lastSequence: samples[samples.count - 1].sequence, nominalPeriodNs: rate.periodNanoseconds,
+                start: clocks.start, end: clocks.end)
             : nil
     }
 
@@ -85,9 +87,12 @@ struct MeasureReport: Encodable {
             "jitter    \(us(jitterUs))",
             "wake-up   \(us(wakeLatencyUs))",
             "timestamps \(timestampSource.rawValue), residual RMS \(fixed(residualUs.rms, 1)) µs, p99 \(fixed(residualUs.p99, 1)) µs",
-        ] + (realtime.map { r in
-            ["realtime  a vblank at \(r.vblankNs / 1_000_000_000).\(String(repeating: "0", count: 9 - String(r.vblankNs % 1_000_000_000).count))\(r.vblankNs % 1_000_000_000) (CLOCK_REALTIME), drift \(r.driftPpm >= 0 ? "+" : "")\(fixed(r.driftPpm, 3)) ppm"]
-        } ?? [])
+        ]
+            + (realtime.map { r in
+                [
+                    "realtime  a vblank at \(r.vblankNs / 1_000_000_000).\(String(repeating: "0", count: 9 - String(r.vblankNs % 1_000_000_000).count))\(r.vblankNs % 1_000_000_000) (CLOCK_REALTIME), drift \(r.driftPpm >= 0 ? "+" : "")\(fixed(r.driftPpm, 3)) ppm"
+                ]
+            } ?? [])
     }
 }
 
@@ -98,7 +103,9 @@ func fixed(_ value: Double, _ digits: Int) -> String {
     for _ in 0..<digits { scale *= 10 }
     let scaled = (abs(value) * scale).rounded()
     guard scaled < 9e15 else { return "\(value)" }
-    let n = UInt64(scaled), whole = n / UInt64(scale), frac = String(n % UInt64(scale))
+    let n = UInt64(scaled)
+    let whole = n / UInt64(scale)
+    let frac = String(n % UInt64(scale))
     let sign = value < 0 && n != 0 ? "-" : ""
     return digits == 0 ? "\(sign)\(whole)" : "\(sign)\(whole).\(String(repeating: "0", count: digits - frac.count))\(frac)"
 }

@@ -35,7 +35,8 @@ struct RecordedVariableRefresh {
     /// The CRTC's `VRR_ENABLED` (no uevent when it changes): read after each vblank recorded.
     mutating func pollEnabled(card: Card, crtcID: UInt32, display: UInt32, now: UInt64, emit: (String) -> Void) {
         guard capable == true, let enabledProperty,
-              let on = card.variableRefreshEnabled(crtcID: crtcID, property: enabledProperty), on != enabled else { return }
+            let on = card.variableRefreshEnabled(crtcID: crtcID, property: enabledProperty), on != enabled
+        else { return }
         enabled = on
         emit(VBlankTrace.line(.variableRefreshEnabled(timeNs: now, display: display, on)))
     }

@@ -124,8 +124,9 @@ struct TraceRecorder {
             }
         }
         if let crtcID, watched.isEmpty {
-            throw DRMError(kind: .unknownCRTC(crtcID: crtcID, valid: cards.flatMap(\.crtcIDs)), errno: 0,
-                           device: paths[0], operation: "lookup")
+            throw DRMError(
+                kind: .unknownCRTC(crtcID: crtcID, valid: cards.flatMap(\.crtcIDs)), errno: 0,
+                device: paths[0], operation: "lookup")
         }
     }
 
@@ -155,8 +156,9 @@ struct TraceRecorder {
                 for e in events {
                     guard let w = watched.firstIndex(where: { $0.card === cards[i] && $0.display.crtcID == e.crtcID }) else { continue }
                     emit(VBlankTrace.line(.vblank(display: watched[w].display.id, sequence: e.sequence, timestampNs: e.timestampNs)))
-                    watched[w].variableRefresh.pollEnabled(card: cards[i], crtcID: e.crtcID, display: watched[w].display.id,
-                                                           now: e.timestampNs, emit: emit)
+                    watched[w].variableRefresh.pollEnabled(
+                        card: cards[i], crtcID: e.crtcID, display: watched[w].display.id,
+                        now: e.timestampNs, emit: emit)
                     refill(w)
                 }
             }
@@ -175,14 +177,18 @@ struct TraceRecorder {
                     watched[w].state = mode
                     let id = watched[w].display.id
                     if let mode, let rate = mode.refreshRate {
-                        emit(VBlankTrace.line(.mode(timeNs: now, display: id, width: mode.timings.hdisplay,
-                                                    height: mode.timings.vdisplay, refresh: rate)))
+                        emit(
+                            VBlankTrace.line(
+                                .mode(
+                                    timeNs: now, display: id, width: mode.timings.hdisplay,
+                                    height: mode.timings.vdisplay, refresh: rate)))
                     } else {
                         emit(VBlankTrace.line(.off(timeNs: now, display: id)))
                     }
                 }
-                watched[w].variableRefresh.update(card: card, crtcID: c.id, connectorID: resources.connectors(of: c).first?.id,
-                                                  display: watched[w].display.id, now: now, emit: emit)
+                watched[w].variableRefresh.update(
+                    card: card, crtcID: c.id, connectorID: resources.connectors(of: c).first?.id,
+                    display: watched[w].display.id, now: now, emit: emit)
                 if mode != nil { refill(w) }
             }
         }

@@ -44,8 +44,10 @@ enum VBlankRecorder {
                 try card.queueVBlank(crtc: crtc, token: token)
             }
             for event in events where samples.count < frames {
-                samples.append(VBlankSample(sequence: event.sequence, timestampNs: event.timestampNs,
-                                            receivedNs: received))
+                samples.append(
+                    VBlankSample(
+                        sequence: event.sequence, timestampNs: event.timestampNs,
+                        receivedNs: received))
             }
         }
         return samples

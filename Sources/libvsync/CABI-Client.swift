@@ -1,3 +1,5 @@
+// swift-format-ignore-file: AlwaysUseLowerCamelCase
+// (the C API's names, exported as they are in vsync.h)
 // The client calls of the C API: connect, the fd, dispatch, the last error, destroy.
 import CVsyncABI
 internal import CVsyncSys
@@ -93,7 +95,8 @@ public func vsync_client_dispatch(_ c: OpaquePointer?, _ timeoutMs: Int32) -> In
             cString(error.description).withUnsafeBufferPointer { fn(link.handle, -error.code.rawValue, $0.baseAddress, link.user) }
         case .subscribed(let answer):
             guard answer.isWaiting, let link = c.links[answer.subscriptionID]?.takeUnretainedValue(),
-                  let fn = link.displayFn else { continue }
+                let fn = link.displayFn
+            else { continue }
             var event = vsync_display_event()
             event.struct_size = UInt32(MemoryLayout<vsync_display_event>.size)
             event.kind = UInt32(VSYNC_DISPLAY_WAITING)

@@ -1,16 +1,23 @@
+// swift-format-ignore-file: AlwaysUseLowerCamelCase
+// (the C API's names, exported as they are in vsync.h)
 // vsync_client_get_displays: the daemon's display list as struct vsync_display records.
 import CVsyncABI
 internal import CVsyncSys
 
 @_cdecl("vsync_client_get_displays")
-public func vsync_client_get_displays(_ c: OpaquePointer?, _ out: UnsafeMutableRawPointer?, _ capacity: Int,
-                                      _ elementSize: Int) -> Int32 {
+public func vsync_client_get_displays(
+    _ c: OpaquePointer?, _ out: UnsafeMutableRawPointer?, _ capacity: Int,
+    _ elementSize: Int
+) -> Int32 {
     guard let c = client(c), let core = c.core else { return -ClientErrorCode.invalidArgument.rawValue }
     // A program built against 0.3.0's header passes its smaller struct: it gets those fields.
     let size = MemoryLayout<vsync_display>.size
     let oldest = 360  // sizeof(struct vsync_display) in 0.3.0, up to edid_serial
     guard elementSize >= oldest else {
-        return c.fail(.invalidArgument, "vsync_client_get_displays: element_size \(elementSize) is below sizeof(struct vsync_display), \(oldest) in 0.3.0 and \(size) now: pass sizeof *displays")
+        return c.fail(
+            .invalidArgument,
+            "vsync_client_get_displays: element_size \(elementSize) is below sizeof(struct vsync_display), \(oldest) in 0.3.0 and \(size) now: pass sizeof *displays"
+        )
     }
     guard capacity == 0 || out != nil else {
         return c.fail(.invalidArgument, "vsync_client_get_displays: displays is NULL with capacity \(capacity)")

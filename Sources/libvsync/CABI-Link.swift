@@ -1,10 +1,14 @@
+// swift-format-ignore-file: AlwaysUseLowerCamelCase
+// (the C API's names, exported as they are in vsync.h)
 // The link calls of the C API: create, settings, callbacks, queries, destroy.
 import CVsyncABI
 internal import CVsyncSys
 
 @_cdecl("vsync_link_create")
-public func vsync_link_create(_ c: OpaquePointer?, _ display: UnsafePointer<CChar>?, _ fn: vsync_frame_fn?,
-                              _ user: UnsafeMutableRawPointer?, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
+public func vsync_link_create(
+    _ c: OpaquePointer?, _ display: UnsafePointer<CChar>?, _ fn: vsync_frame_fn?,
+    _ user: UnsafeMutableRawPointer?, _ out: UnsafeMutablePointer<OpaquePointer?>?
+) -> Int32 {
     out?.pointee = nil
     guard let c = client(c) else { return -ClientErrorCode.invalidArgument.rawValue }
     guard let core = c.core else { return -ClientErrorCode.notConnected.rawValue }
@@ -87,8 +91,10 @@ public func vsync_link_set_error_callback(_ l: OpaquePointer?, _ fn: vsync_error
 }
 
 @_cdecl("vsync_link_get_refresh")
-public func vsync_link_get_refresh(_ l: OpaquePointer?, _ refreshMillihertz: UnsafeMutablePointer<UInt64>?,
-                                   _ periodNs: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func vsync_link_get_refresh(
+    _ l: OpaquePointer?, _ refreshMillihertz: UnsafeMutablePointer<UInt64>?,
+    _ periodNs: UnsafeMutablePointer<UInt64>?
+) -> Int32 {
     withLink(l) { l, core in
         let info = core.subscription(l.id)
         refreshMillihertz?.pointee = info?.display?.refreshMillihertz ?? 0

@@ -1,11 +1,15 @@
+// swift-format-ignore-file: AlwaysUseLowerCamelCase
+// (the C API's names, exported as they are in vsync.h)
 // The timing page's calls of the C API (protocol 5): a display's timing read from the shared
 // page with no syscall, and page-only links that keep a display's record current without frames.
 import CVsyncABI
 internal import CVsyncSys
 
 @_cdecl("vsync_display_timing")
-public func vsync_display_timing(_ c: OpaquePointer?, _ displayID: UInt32, _ afterNs: UInt64,
-                                 _ out: UnsafeMutablePointer<vsync_display_timing>?) -> Int32 {
+public func vsync_display_timing(
+    _ c: OpaquePointer?, _ displayID: UInt32, _ afterNs: UInt64,
+    _ out: UnsafeMutablePointer<vsync_display_timing>?
+) -> Int32 {
     // No error line is recorded on this path: it may run on any thread while another dispatches,
     // and the line is the client's one-thread state. The codes say it all (vsync_strerror).
     guard let c = client(c), let core = c.core, let out else { return -ClientErrorCode.invalidArgument.rawValue }

@@ -1,3 +1,5 @@
+// swift-format-ignore-file: AlwaysUseLowerCamelCase
+// (the C API's names, exported as they are in vsync.h)
 // libvsync's C API (include/vsync/vsync.h) over the client core. Compiled with Embedded Swift
 // together with the core's and the protocol's own source files (the symlinks beside this file),
 // so the library needs only libc and the protocol stays defined once. This file: the handles and

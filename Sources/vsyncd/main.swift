@@ -23,7 +23,10 @@ struct Vsyncd: ParsableCommand {
     @Option(help: ArgumentHelp("DRM card to watch; repeat for several (default: every /dev/dri/card*).", valueName: "path"))
     var device: [String] = []
 
-    @Option(help: ArgumentHelp("Where vblanks come from: 'drm', 'timer:HZ' for a software clock, or 'replay:FILE[@SPEED]' for a trace from vsync-probe record (both flagged synthetic).", valueName: "drm|timer:HZ|replay:FILE"))
+    @Option(
+        help: ArgumentHelp(
+            "Where vblanks come from: 'drm', 'timer:HZ' for a software clock, or 'replay:FILE[@SPEED]' for a trace from vsync-probe record (both flagged synthetic).",
+            valueName: "drm|timer:HZ|replay:FILE"))
     var source: String = "drm"
 
     @Option(help: "Group allowed to connect (the socket is mode 0660).")

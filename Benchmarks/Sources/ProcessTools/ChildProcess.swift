@@ -60,8 +60,8 @@ public struct ChildProcess: Sendable {
         let cArgv = argv.map { strdup($0) } + [nil]
         let cEnv = envStrings.map { strdup($0) } + [nil]
         defer {
-            cArgv.forEach { free($0) }
-            cEnv.forEach { free($0) }
+            for p in cArgv { free(p) }
+            for p in cEnv { free(p) }
         }
         var pid: pid_t = 0
         let rc = posix_spawn(&pid, exe, &actions, &attr, cArgv, cEnv)
@@ -109,7 +109,10 @@ public struct ChildProcess: Sendable {
     public static func killAll() {
         let pids = live.withLock { $0 }
         for pid in pids { kill(pid, SIGKILL) }
-        for pid in pids { var s: Int32 = 0; waitpid(pid, &s, 0) }
+        for pid in pids {
+            var s: Int32 = 0
+            waitpid(pid, &s, 0)
+        }
         live.withLock { $0.removeAll() }
     }
 }

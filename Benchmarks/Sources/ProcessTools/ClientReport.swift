@@ -13,9 +13,16 @@ public struct ClientReport: Codable, Sendable {
     public var latencyNs: [[UInt64]]
     public var notes: [String]
 
-    public init(index: Int, received: UInt64, lost: UInt64, skipped: UInt64, divisor: UInt64,
-                latencyNs: [[UInt64]], notes: [String]) {
-        self.index = index; self.received = received; self.lost = lost; self.skipped = skipped
-        self.divisor = divisor; self.latencyNs = latencyNs; self.notes = notes
+    public init(
+        index: Int, received: UInt64, lost: UInt64, skipped: UInt64, divisor: UInt64,
+        latencyNs: [[UInt64]], notes: [String]
+    ) {
+        self.index = index
+        self.received = received
+        self.lost = lost
+        self.skipped = skipped
+        self.divisor = divisor
+        self.latencyNs = latencyNs
+        self.notes = notes
     }
 }

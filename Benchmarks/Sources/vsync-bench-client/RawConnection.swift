@@ -1,5 +1,5 @@
-import Foundation
 import DisplayLink
+import Foundation
 import Glibc
 import VsyncCore
 
@@ -7,7 +7,10 @@ import VsyncCore
 /// vsync-bench --idle (a link subscribes when started), and `--mode raw`, a client shaped like
 /// the C reference's (blocking recv, no threads) that isolates the daemon's share of latency.
 enum RawConnection {
-    enum Outcome { case success(Int32), failure(String) }
+    enum Outcome {
+        case success(Int32)
+        case failure(String)
+    }
 
     static func handshake(socketPath: String) -> Outcome {
         let fd = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -31,7 +34,10 @@ enum RawConnection {
                     connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
                 }
             }
-            if rc == 0 { connected = true; break }
+            if rc == 0 {
+                connected = true
+                break
+            }
             guard errno == EAGAIN || errno == ENOENT || errno == ECONNREFUSED else { break }
             usleep(50_000)
         }
@@ -42,9 +48,11 @@ enum RawConnection {
         }
         var timeout = timeval(tv_sec: 10, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        let hello = ClientMessage.hello(Hello(
-            minVersion: WireProtocol.minimumVersion, maxVersion: WireProtocol.currentVersion,
-            clientName: "vsync-bench-client")).encoded()
+        let hello = ClientMessage.hello(
+            Hello(
+                minVersion: WireProtocol.minimumVersion, maxVersion: WireProtocol.currentVersion,
+                clientName: "vsync-bench-client")
+        ).encoded()
         guard hello.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == hello.count else {
             close(fd)
             return .failure("sending HELLO failed: \(String(cString: strerror(errno)))")
@@ -70,16 +78,21 @@ extension RawConnection {
     static func receiveTicks(fd: Int32, fps: Int, workNs: UInt64, recorder: Recorder, ready: () -> Void) -> Never {
         var timeout = timeval(tv_sec: 0, tv_usec: 0)  // block without limit: the bench signals the end
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        let subscribe = ClientMessage.subscribe(Subscribe(
-            subscriptionID: 1, selector: .primary, range: FrameRateRange(preferredFramesPerSecond: fps),
-            workDurationNs: workNs)).encoded()
+        let subscribe = ClientMessage.subscribe(
+            Subscribe(
+                subscriptionID: 1, selector: .primary, range: FrameRateRange(preferredFramesPerSecond: fps),
+                workDurationNs: workNs)
+        ).encoded()
         _ = subscribe.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: WireProtocol.maxMessageSize, alignment: 8)
         var announced = false
         while true {
             let n = recv(fd, buffer.baseAddress, buffer.count, 0)
             let entry = DisplayLink.currentTimeNanoseconds()
-            if n == 0 { recorder.note("vsyncd closed the connection"); recorder.finish(exitCode: 2) }
+            if n == 0 {
+                recorder.note("vsyncd closed the connection")
+                recorder.finish(exitCode: 2)
+            }
             if n < 0 {
                 if errno == EINTR { continue }
                 recorder.note("recv failed: \(String(cString: strerror(errno)))")
@@ -91,7 +104,10 @@ extension RawConnection {
                 entryNs: entry, timestampNs: workNs > 0 ? tick.targetTimestampNs &- workNs : tick.timestampNs,
                 sequence: workNs > 0 ? tick.targetSequence : tick.sequence, skipped: Int(tick.skipped),
                 intervalNs: tick.clientIntervalNs, durationNs: tick.displayIntervalNs)
-            if !announced { announced = true; ready() }
+            if !announced {
+                announced = true
+                ready()
+            }
         }
     }
 }

@@ -12,8 +12,9 @@ final class Recorder: Sendable {
         var window: Range<UInt64>?
         var sawTick = false
         var onFirstTick: (@Sendable () -> Void)?
-        var histogram = Histogram<UInt64>(lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000_000,
-                                          numberOfSignificantValueDigits: .three)
+        var histogram = Histogram<UInt64>(
+            lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000_000,
+            numberOfSignificantValueDigits: .three)
         var previousSequence: UInt64?
         var received: UInt64 = 0
         var lost: UInt64 = 0
@@ -39,12 +40,16 @@ final class Recorder: Sendable {
             s.window = window
             s.previousSequence = nil
             s.histogram.reset()
-            s.received = 0; s.lost = 0; s.skipped = 0
+            s.received = 0
+            s.lost = 0
+            s.skipped = 0
         }
     }
 
-    func record(entryNs: UInt64, timestampNs: UInt64, sequence: UInt64, skipped: Int,
-                intervalNs: UInt64, durationNs: UInt64) {
+    func record(
+        entryNs: UInt64, timestampNs: UInt64, sequence: UInt64, skipped: Int,
+        intervalNs: UInt64, durationNs: UInt64
+    ) {
         let first = state.withLock { s -> (@Sendable () -> Void)? in
             defer { s.sawTick = true }
             guard s.recording else { return s.sawTick ? nil : s.onFirstTick }

@@ -32,7 +32,10 @@ let recorder = Recorder(index: options.index)
 // Keep the signal sources and the link alive for the life of the process.
 var keepAlive: [Any] = []
 
-for (signo, action) in [(SIGUSR1, { recorder.startRecording(window: options.windowFile.flatMap(Recorder.readWindow)) }), (SIGUSR2, { recorder.finish(exitCode: 0) })] {
+for (signo, action) in [
+    (SIGUSR1, { recorder.startRecording(window: options.windowFile.flatMap(Recorder.readWindow)) }),
+    (SIGUSR2, { recorder.finish(exitCode: 0) }),
+] {
     signal(signo, SIG_IGN)
     let source = DispatchSource.makeSignalSource(signal: signo, queue: queue)
     source.setEventHandler(handler: action)

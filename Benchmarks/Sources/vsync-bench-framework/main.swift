@@ -22,7 +22,10 @@ struct FrameWorkBench: ParsableCommand {
         commandName: "vsync-bench-framework",
         abstract: "Measure a DisplayLink's callback lateness with and without FrameWork's pool under load.")
 
-    @Option(help: "Pool setups to load in turn: default (the library's pool), or PRIORITY[xTHREADS] with PRIORITY one of inherited, nice1…nice19, batch, idle (THREADS: the active cores unless given).")
+    @Option(
+        help:
+            "Pool setups to load in turn: default (the library's pool), or PRIORITY[xTHREADS] with PRIORITY one of inherited, nice1…nice19, batch, idle (THREADS: the active cores unless given)."
+    )
     var pools = "default,inherited"
     @Option(help: "Rounds; each visits every pool setup, with an unloaded second before each.")
     var rounds = 6
@@ -41,8 +44,9 @@ struct FrameWorkBench: ParsableCommand {
         let link = DisplayLink(socketPath: daemon.socketPath) { link in bench.frame(link) }
         link.errorHandler = { error in print("vsync: \(error)") }
         link.start(on: DispatchQueue(label: "link"))
-        print("vsync-bench-framework: \(hertz) Hz timer source, 8 tiles of 5–12 ms requested every frame, "
-              + "\(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(Bench.loadAverage())")
+        print(
+            "vsync-bench-framework: \(hertz) Hz timer source, 8 tiles of 5–12 ms requested every frame, "
+                + "\(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(Bench.loadAverage())")
         for _ in 0..<rounds {
             for i in setups.indices {
                 bench.switchTo(nil)
@@ -79,7 +83,9 @@ struct Setup {
         case "batch": priority = .batch
         case "idle": priority = .idle
         case let p where p.hasPrefix("nice"): priority = .nice(try Self.number(p.dropFirst(4), in: 1...19, name))
-        default: throw ValidationError("unknown pool setup \(name): use default, or inherited, nice1…nice19, batch or idle, then xTHREADS if wanted")
+        default:
+            throw ValidationError(
+                "unknown pool setup \(name): use default, or inherited, nice1…nice19, batch or idle, then xTHREADS if wanted")
         }
         pool = FrameWorkPool(threadCount: threads, priority: priority)
     }
@@ -124,7 +130,10 @@ final class Bench: Sendable {
 
     func switchTo(_ condition: Int?) {
         let previous = state.withLock { s -> Int? in
-            defer { s.condition = condition; s.framesInCondition = 0 }
+            defer {
+                s.condition = condition
+                s.framesInCondition = 0
+            }
             return s.condition
         }
         if let previous {
@@ -152,7 +161,8 @@ final class Bench: Sendable {
         }
         guard let condition else { return }
         let work = works[condition]
-        work.advance(link) { _ in } requesting: {
+        work.advance(link) { _ in
+        } requesting: {
             for (tile, cost) in Self.tileCostsNs.enumerated() {
                 work.request(tile) { run in try Self.draw(for: cost, run) }
             }
@@ -178,7 +188,9 @@ final class Bench: Sendable {
     func report() {
         let s = state.withLock { $0 }
         let floor = Self.percentile(s.unloaded.latenessNs, 0.99)
-        print("condition          callbacks   lateness p50    p99     max (ms)  p99/unloaded  after target | work: committed  late  superseded")
+        print(
+            "condition          callbacks   lateness p50    p99     max (ms)  p99/unloaded  after target | work: committed  late  superseded"
+        )
         print(Self.row("unloaded", s.unloaded, floor: floor))
         for (i, name) in names.enumerated() { print(Self.row("loaded, \(name)", s.loaded[i], floor: floor)) }
     }

@@ -1,7 +1,7 @@
-import ProcessTools
 import Foundation
 import Glibc
 import Histogram
+import ProcessTools
 
 /// Our side of a cell: a real vsyncd on the timer source and N vsync-bench-client processes.
 struct DaemonRun {
@@ -40,10 +40,13 @@ struct DaemonRun {
         let log = dir + "/vsyncd.log"
         // The per-user caps (128 connections, 256 subscriptions) would refuse most of N clients
         // of one user: raised to N, so that the cell measures the N clients it names.
-        let caps = ["--max-clients", "\(max(1024, count + 16))", "--max-clients-per-user", "\(max(128, count))",
-                    "--max-subscriptions-per-user", "\(max(256, count))"]
-        let daemon = try ChildProcess.spawn(vsyncd, ["--source", "timer:\(rate)", "--socket", socket] + caps,
-                                            stdoutPath: log, stderrPath: log)
+        let caps = [
+            "--max-clients", "\(max(1024, count + 16))", "--max-clients-per-user", "\(max(128, count))",
+            "--max-subscriptions-per-user", "\(max(256, count))",
+        ]
+        let daemon = try ChildProcess.spawn(
+            vsyncd, ["--source", "timer:\(rate)", "--socket", socket] + caps,
+            stdoutPath: log, stderrPath: log)
         var session = Session(dir: dir, daemon: daemon)
         if let failure = scheduling.apply(to: daemon.pid) {
             _ = session.stop()
@@ -65,7 +68,10 @@ struct DaemonRun {
         guard pipe(&fds) == 0 else { throw BenchError("pipe failed: \(String(cString: strerror(errno)))") }
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         var writeFD = fds[1]
-        if writeFD == 3 { writeFD = fcntl(3, F_DUPFD_CLOEXEC, 10); close(3) }  // dup2(3, 3) would keep CLOEXEC
+        if writeFD == 3 {
+            writeFD = fcntl(3, F_DUPFD_CLOEXEC, 10)
+            close(3)
+        }  // dup2(3, 3) would keep CLOEXEC
         session.readFD = fds[0]
         _ = fcntl(session.readFD, F_SETFL, O_NONBLOCK)
 
@@ -73,7 +79,8 @@ struct DaemonRun {
         for i in 0..<count {
             do {
                 let c = try ChildProcess.spawn(
-                    client, ["--index", "\(i)", "--mode", mode, "--max-seconds", "\(maxSeconds)", "--window-file", dir + "/window"]
+                    client,
+                    ["--index", "\(i)", "--mode", mode, "--max-seconds", "\(maxSeconds)", "--window-file", dir + "/window"]
                         + (workNs > 0 ? ["--work-ns", "\(workNs)"] : []),
                     environment: ["VSYNCD_SOCKET": socket],
                     stdoutPath: dir + "/client-\(i).json", stderrPath: dir + "/clients.log",
@@ -131,7 +138,8 @@ struct DaemonRun {
         // record the ticks its sender flags: it opens 100 ms after SIGUSR1 and SIGUSR2 comes
         // 100 ms after it closes, so no client records while the others reset their histograms
         // or exit (a burst of 100 processes on 2 CPUs that stalled the last ones 30-120 ms).
-        let windowStart = Monotonic.nanoseconds + 100_000_000, windowEnd = windowStart + UInt64(seconds * 1e9)
+        let windowStart = Monotonic.nanoseconds + 100_000_000
+        let windowEnd = windowStart + UInt64(seconds * 1e9)
         try "\(windowStart) \(windowEnd)\n".write(toFile: session.dir + "/window", atomically: true, encoding: .utf8)
         for c in session.clients { c.signal(SIGUSR1) }
         sleepUntil(windowStart)
@@ -146,8 +154,12 @@ struct DaemonRun {
             after = s
         }
         let t1 = Monotonic.seconds
-        if let s = ProcSample.read(pid: session.daemon.pid) { after = s; peakRSS = max(peakRSS, s.rssKiB) }
-        else { notes.append("vsyncd died during the run: \(tail(session.dir + "/vsyncd.log"))") }
+        if let s = ProcSample.read(pid: session.daemon.pid) {
+            after = s
+            peakRSS = max(peakRSS, s.rssKiB)
+        } else {
+            notes.append("vsyncd died during the run: \(tail(session.dir + "/vsyncd.log"))")
+        }
         sleepUntil(windowEnd + 100_000_000)  // ticks stamped before the end still on their way
         for c in session.clients { c.signal(SIGUSR2) }
 
@@ -155,13 +167,15 @@ struct DaemonRun {
         let collectDeadline = Monotonic.seconds + 20 + Double(count) * 0.02
         var merged = Histogram<UInt64>.latency()
         var reports = 0
-        var lost: UInt64 = 0, skipped: UInt64 = 0
+        var lost: UInt64 = 0
+        var skipped: UInt64 = 0
         var clientNotes = Set<String>()
         for (i, c) in session.clients.enumerated() {
             c.wait(seconds: max(0.1, collectDeadline - Monotonic.seconds))
             guard let data = FileManager.default.contents(atPath: session.dir + "/client-\(i).json"),
-                  let line = data.split(separator: 0x0A).last,
-                  let report = try? JSONDecoder().decode(ClientReport.self, from: Data(line)) else { continue }
+                let line = data.split(separator: 0x0A).last,
+                let report = try? JSONDecoder().decode(ClientReport.self, from: Data(line))
+            else { continue }
             reports += 1
             lost += report.lost
             skipped += report.skipped

@@ -11,8 +11,10 @@ enum LibvsyncClient {
     /// Compiles the C program at `source` (relative to the repository) with `cc -O2` against
     /// include/ and `library`, linked by its SONAME through `workDir`/lib as an installed library
     /// would be found; returns the binary's path. `--page-read`'s program is built the same way.
-    static func compile(_ source: String, to name: String, extraFlags: [String] = [], repository: String,
-                        library: String, workDir: String) throws -> String {
+    static func compile(
+        _ source: String, to name: String, extraFlags: [String] = [], repository: String,
+        library: String, workDir: String
+    ) throws -> String {
         let source = repository + "/" + source
         guard FileManager.default.fileExists(atPath: source) else {
             throw BenchError("\(source) not found: run from the repository root")
@@ -29,8 +31,11 @@ enum LibvsyncClient {
         let binary = workDir + "/" + name
         let log = workDir + "/cc-\(name).log"
         let cc = try ChildProcess.spawn(
-            "/usr/bin/env", ["cc", "-O2"] + extraFlags + ["-I", repository + "/include", "-o", binary, source,
-                                                          "-L", lib, "-lvsync", "-Wl,-rpath," + lib],
+            "/usr/bin/env",
+            ["cc", "-O2"] + extraFlags + [
+                "-I", repository + "/include", "-o", binary, source,
+                "-L", lib, "-lvsync", "-Wl,-rpath," + lib,
+            ],
             stdoutPath: log, stderrPath: log, dieWithParent: false)
         guard cc.wait(seconds: 60) == 0 else {
             let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""

@@ -6,8 +6,10 @@ import ProcessTools
 /// clock_gettime in alternating rounds, on the page of a vsyncd it starts (timer source, 60 Hz)
 /// or, with `--page-read-socket`, of one already running.
 enum PageRead {
-    static func run(repository: String, library: String, workDir: String, rounds: Int, calls: Int, socket: String?,
-                    vsyncd: String) throws {
+    static func run(
+        repository: String, library: String, workDir: String, rounds: Int, calls: Int, socket: String?,
+        vsyncd: String
+    ) throws {
         let binary = try LibvsyncClient.compile(
             "Benchmarks/page-read.c", to: "page-read", extraFlags: ["-std=gnu11", "-pthread", "-I", repository + "/Tests/libvsync"],
             repository: repository, library: library, workDir: workDir)
@@ -19,7 +21,8 @@ enum PageRead {
             }
             path = workDir + "/page-read.sock"
             let daemonLog = workDir + "/vsyncd-page-read.log"
-            daemon = try ChildProcess.spawn(vsyncd, ["--source", "timer:60", "--socket", path], stdoutPath: daemonLog, stderrPath: daemonLog)
+            daemon = try ChildProcess.spawn(
+                vsyncd, ["--source", "timer:60", "--socket", path], stdoutPath: daemonLog, stderrPath: daemonLog)
             let deadline = Date().addingTimeInterval(10)
             while !FileManager.default.fileExists(atPath: path) {
                 guard Date() < deadline, daemon?.poll() == nil else {

@@ -30,7 +30,8 @@ struct ProcSample {
         let tids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
         for tid in tids {
             if let sched = text("/proc/\(pid)/task/\(tid)/schedstat"),
-               let first = sched.split(separator: " ").first, let ns = UInt64(first) {
+                let first = sched.split(separator: " ").first, let ns = UInt64(first)
+            {
                 s.cpuNs += ns
             }
             if let ts = text("/proc/\(pid)/task/\(tid)/status") {
@@ -56,7 +57,8 @@ struct ProcSample {
 enum Machine {
     static var summary: String {
         let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
-        let model = cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
+        let model =
+            cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
             .map { $0.split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "" } ?? "unknown CPU"
         var uts = utsname()
         uname(&uts)

@@ -1,5 +1,7 @@
-import ProcessTools
+// swift-format-ignore-file: AlwaysUseLowerCamelCase
+// (the C reference's JSON keys, decoded by name)
 import Foundation
+import ProcessTools
 
 /// The C floor: Benchmarks/reference/fanout.c, compiled with `cc -O2` at run time so its flags
 /// are fixed and documented whatever the Swift build configuration, and so the reference stays a
@@ -15,8 +17,9 @@ struct ReferenceRun {
         }
         let binary = workDir + "/fanout"
         let log = workDir + "/cc.log"
-        let cc = try ChildProcess.spawn("/usr/bin/env", ["cc", "-O2", "-o", binary, source],
-                                        stdoutPath: log, stderrPath: log, dieWithParent: false)
+        let cc = try ChildProcess.spawn(
+            "/usr/bin/env", ["cc", "-O2", "-o", binary, source],
+            stdoutPath: log, stderrPath: log, dieWithParent: false)
         guard cc.wait(seconds: 60) == 0 else {
             let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
             throw BenchError("cc -O2 \(source) failed: \(text.prefix(400)); install a C compiler (apt-get install gcc)")
@@ -46,18 +49,22 @@ struct ReferenceRun {
     /// `workNs` > 0 shifts the sender's timer by the work duration: the instants vsyncd wakes
     /// paced clients at, relative to the vblank grid (for a periodic timer, only a phase).
     /// `drain`: the clients drain to the newest tick, as vsyncd's do (the draining floor).
-    func run(clients: Int, rate: Int, seconds: Double, warmup: Double, workNs: UInt64 = 0, drain: Bool = false, workDir: String) throws -> SideResult {
+    func run(clients: Int, rate: Int, seconds: Double, warmup: Double, workNs: UInt64 = 0, drain: Bool = false, workDir: String) throws
+        -> SideResult
+    {
         let tag = "\(clients)-\(rate)\(drain ? "-drain" : "")"
         let out = workDir + "/fanout-\(tag).json"
         let err = workDir + "/fanout-\(tag).log"
         let child = try ChildProcess.spawn(
-            binary, ["--clients", "\(clients)", "--rate", "\(rate)", "--seconds", "\(seconds)", "--warmup", "\(warmup)"]
+            binary,
+            ["--clients", "\(clients)", "--rate", "\(rate)", "--seconds", "\(seconds)", "--warmup", "\(warmup)"]
                 + (workNs > 0 ? ["--work-ns", "\(workNs)"] : []) + (drain ? ["--drain"] : [])
                 + scheduling.fanoutArguments,
             stdoutPath: out, stderrPath: err)
         let status = child.wait(seconds: warmup + seconds + 60 + Double(clients) * 0.05)
         guard status == 0, let data = FileManager.default.contents(atPath: out),
-              let o = try? JSONDecoder().decode(Output.self, from: data) else {
+            let o = try? JSONDecoder().decode(Output.self, from: data)
+        else {
             let text = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
             throw BenchError("C reference with \(clients) clients at \(rate) Hz failed (status \(status)): \(text.prefix(300))")
         }

@@ -3,17 +3,20 @@ import Foundation
 /// The results as a Markdown table: readable in a terminal and pasted as-is into PERFORMANCE.md.
 enum ResultTable {
     static func render(_ cells: [CellResult]) -> String {
-        var out = "| clients | Hz | p50 µs ours / C | ×  | p99 µs ours / C | × | p99.9 µs ours / C | max µs ours / C | CPU µs/tick ours / C | × | lost ours / C / C draining | RSS MiB ours / C | sender blocks/tick ours / C | sender preempted/tick ours / C |\n"
+        var out =
+            "| clients | Hz | p50 µs ours / C | ×  | p99 µs ours / C | × | p99.9 µs ours / C | max µs ours / C | CPU µs/tick ours / C | × | lost ours / C / C draining | RSS MiB ours / C | sender blocks/tick ours / C | sender preempted/tick ours / C |\n"
         out += "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
         for c in cells {
-            let o = c.ours, r = c.reference
+            let o = c.ours
+            let r = c.reference
             out += "| \(c.clients) | \(c.rate) "
             out += "| \(pair(o?.p50Us, r?.p50Us)) | \(ratio(c.p50Ratio)) "
             out += "| \(pair(o?.p99Us, r?.p99Us)) | \(ratio(c.p99Ratio)) "
             out += "| \(pair(o?.p999Us, r?.p999Us)) "
             out += "| \(pair(o?.maxUs, r?.maxUs)) "
             out += "| \(pair(o.map { $0.cpuNsPerTick / 1000 }, r.map { $0.cpuNsPerTick / 1000 })) | \(ratio(c.cpuRatio)) "
-            out += "| \(o.map { "\($0.lost)" } ?? "–") / \(r.map { "\($0.lost)" } ?? "–") / \(c.referenceDraining.map { "\($0.lost)" } ?? "–") "
+            out +=
+                "| \(o.map { "\($0.lost)" } ?? "–") / \(r.map { "\($0.lost)" } ?? "–") / \(c.referenceDraining.map { "\($0.lost)" } ?? "–") "
             out += "| \(pair(o?.rssMiB, r?.rssMiB)) "
             out += "| \(pair(o?.wakeupsPerTick, r?.wakeupsPerTick)) "
             out += "| \(pair(o?.preemptionsPerTick, r?.preemptionsPerTick)) |\n"
@@ -22,9 +25,11 @@ enum ResultTable {
     }
 
     static func renderIdle(_ rows: [DaemonRun.IdleResult]) -> String {
-        var out = "| idle phase | clients | wake-ups/s | CPU ms/s | RSS MiB | target ≤ 1 wake-up/s |\n| --- | ---: | ---: | ---: | ---: | --- |\n"
+        var out =
+            "| idle phase | clients | wake-ups/s | CPU ms/s | RSS MiB | target ≤ 1 wake-up/s |\n| --- | ---: | ---: | ---: | ---: | --- |\n"
         for r in rows {
-            out += "| \(r.phase) | \(r.clients) | \(String(format: "%.2f", r.wakeupsPerSecond)) | \(String(format: "%.3f", r.cpuMsPerSecond)) | \(String(format: "%.1f", r.rssMiB)) | \(r.met ? "met" : "MISSED") |\n"
+            out +=
+                "| \(r.phase) | \(r.clients) | \(String(format: "%.2f", r.wakeupsPerSecond)) | \(String(format: "%.3f", r.cpuMsPerSecond)) | \(String(format: "%.1f", r.rssMiB)) | \(r.met ? "met" : "MISSED") |\n"
         }
         return out
     }

@@ -47,6 +47,7 @@ struct SenderScheduling: CustomStringConvertible, Sendable {
             failed = sched_setscheduler(pid, policy == .rr ? SCHED_RR : SCHED_FIFO, &param) != 0
         }
         guard failed else { return nil }
-        return "setting vsyncd's scheduling to \(self) failed: \(String(cString: strerror(errno))); run as root or pass --sender-sched other"
+        return
+            "setting vsyncd's scheduling to \(self) failed: \(String(cString: strerror(errno))); run as root or pass --sender-sched other"
     }
 }

@@ -39,8 +39,10 @@ struct CellResult: Codable {
         }
         if let r = cpuRatio { targets.append(Target(cell: self, name: "CPU per tick", measured: r, limit: 1.5, unit: "×")) }
         // Lost: none beyond what the draining floor loses on the same machine in the same run.
-        targets.append(Target(cell: self, name: "ticks lost (draining floor's: \(referenceDraining?.lost ?? 0))",
-                              measured: Double(ours.lost), limit: Double(referenceDraining?.lost ?? 0), unit: ""))
+        targets.append(
+            Target(
+                cell: self, name: "ticks lost (draining floor's: \(referenceDraining?.lost ?? 0))",
+                measured: Double(ours.lost), limit: Double(referenceDraining?.lost ?? 0), unit: ""))
         if clients == 100 {
             targets.append(Target(cell: self, name: "RSS", measured: ours.rssMiB, limit: 32, unit: " MiB"))
         }
@@ -57,13 +59,19 @@ struct Target: Codable {
     var met: Bool
 
     init(cell: CellResult, name: String, measured: Double, limit: Double, unit: String) {
-        self.clients = cell.clients; self.rate = cell.rate
-        self.name = name; self.measured = measured; self.limit = limit; self.unit = unit
+        self.clients = cell.clients
+        self.rate = cell.rate
+        self.name = name
+        self.measured = measured
+        self.limit = limit
+        self.unit = unit
         self.met = measured <= limit
     }
 
     var line: String {
-        let fmt = { (v: Double) in unit == "×" ? String(format: "%.2f×", v) : unit.isEmpty ? String(format: "%.0f", v) : String(format: "%.1f%@", v, unit) }
+        let fmt = { (v: Double) in
+            unit == "×" ? String(format: "%.2f×", v) : unit.isEmpty ? String(format: "%.0f", v) : String(format: "%.1f%@", v, unit)
+        }
         return "\(met ? "met   " : "MISSED") N=\(clients) @ \(rate) Hz  \(name): \(fmt(measured)) (target ≤ \(fmt(limit)))"
     }
 }

@@ -1,7 +1,7 @@
-import ProcessTools
 import Dispatch
 import DisplayLink
 import Glibc
+import ProcessTools
 import Synchronization
 import VsyncCore
 
@@ -153,7 +153,9 @@ final class LinkProbe: Sendable {
                 r.keepUpSkipped += s.skipped
                 r.keepUpCheckedPairs += s.checkedPairs
                 r.keepUpUnexplained += s.unexplainedSkipped
-                for u in s.unexplainedSamples where r.keepUpUnexplainedSamples.count < Self.maxSamples { r.keepUpUnexplainedSamples.append(u) }
+                for u in s.unexplainedSamples where r.keepUpUnexplainedSamples.count < Self.maxSamples {
+                    r.keepUpUnexplainedSamples.append(u)
+                }
             }
             r.violations += s.violations
             for v in s.violationSamples where r.violationSamples.count < Self.maxSamples { r.violationSamples.append(v) }
@@ -195,7 +197,9 @@ final class LinkProbe: Sendable {
         guard f.skipped > 0, s.last != nil, max(waited.daemon, waited.own) < UInt64(f.skipped) * periodNs / 2 else { return }
         s.unexplainedSkipped += f.skipped
         if s.unexplainedSamples.count < LinkProbe.maxSamples {
-            s.unexplainedSamples.append("seq \(f.sequence): \(f.skipped) skipped; since the frame before the last, vsyncd waited \(waited.daemon / 1000) µs for a CPU, this link \(waited.own / 1000) µs")
+            s.unexplainedSamples.append(
+                "seq \(f.sequence): \(f.skipped) skipped; since the frame before the last, vsyncd waited \(waited.daemon / 1000) µs for a CPU, this link \(waited.own / 1000) µs"
+            )
         }
     }
 
@@ -204,7 +208,9 @@ final class LinkProbe: Sendable {
         s.frames += 1
         s.skipped += f.skipped
         defer { s.last = f }
-        let ts = f.timestampNanoseconds, target = f.targetTimestampNanoseconds, period = f.durationNanoseconds
+        let ts = f.timestampNanoseconds
+        let target = f.targetTimestampNanoseconds
+        let period = f.durationNanoseconds
         guard period > 0 else {
             s.violation("seq \(f.sequence): duration is 0")
             return s.slowMicroseconds
@@ -243,7 +249,9 @@ final class LinkProbe: Sendable {
         if divisor == s.lastDivisor {
             let gap = (f.sequence - last.sequence) / divisor - 1
             if gap != UInt64(f.skipped) {
-                s.violation("seq \(last.sequence) → \(f.sequence) at divisor \(divisor): \(gap) ticks missing, skipped says \(f.skipped)\(s.requestAge(ts))")
+                s.violation(
+                    "seq \(last.sequence) → \(f.sequence) at divisor \(divisor): \(gap) ticks missing, skipped says \(f.skipped)\(s.requestAge(ts))"
+                )
             }
         }
         if expected != divisor {

@@ -1,6 +1,6 @@
-import ProcessTools
 import Foundation
 import Glibc
+import ProcessTools
 
 /// Runs vsyncd and keeps `clients` worker processes alive for the soak's duration, watching
 /// vsyncd's fds and RSS every second; then stops everything and judges the run.
@@ -74,7 +74,10 @@ struct Orchestrator {
         var interrupted = false
         let killChance = options.killEvery > 0 ? 0.1 / options.killEvery : 0
         while Monotonic.seconds < end {
-            if Signals.wait(signals, seconds: 0.1) != nil { interrupted = true; break }
+            if Signals.wait(signals, seconds: 0.1) != nil {
+                interrupted = true
+                break
+            }
             if let status = d.poll() {
                 daemon = nil
                 summary.daemonExitStatus = status
@@ -163,7 +166,9 @@ struct Orchestrator {
         // A keeps-up link's skip that neither vsyncd nor the link waiting for a CPU explains is
         // vsyncd passing a vblank over while it could run; one in a hundred due frames fails.
         if summary.keepUpUnexplained * 100 > summary.keepUpFrames + summary.keepUpSkipped {
-            summary.failures.append("keeps-up links skipped \(summary.keepUpUnexplained) of \(summary.keepUpFrames + summary.keepUpSkipped) frames while neither vsyncd nor the link waited for a CPU, e.g. \(summary.keepUpUnexplainedSamples.first ?? "")")
+            summary.failures.append(
+                "keeps-up links skipped \(summary.keepUpUnexplained) of \(summary.keepUpFrames + summary.keepUpSkipped) frames while neither vsyncd nor the link waited for a CPU, e.g. \(summary.keepUpUnexplainedSamples.first ?? "")"
+            )
         }
         if summary.linkErrors > 0 {
             summary.failures.append("\(summary.linkErrors) DisplayLink errors, e.g. \(summary.linkErrorSamples.first ?? "")")
@@ -172,7 +177,9 @@ struct Orchestrator {
             summary.failures.append("\(summary.workerCrashes) workers crashed or exited without a report (logs in \(dir))")
         }
         if abs(summary.fdDelta) > options.fdSlack {
-            summary.failures.append("vsyncd has \(summary.fdDelta) fds more than its baseline \(summary.fdBaseline) after all clients left (allowed ±\(options.fdSlack))")
+            summary.failures.append(
+                "vsyncd has \(summary.fdDelta) fds more than its baseline \(summary.fdBaseline) after all clients left (allowed ±\(options.fdSlack))"
+            )
         }
         if summary.rssGrowthKiB > options.rssBoundKib {
             summary.failures.append("vsyncd's RSS grew \(summary.rssGrowthKiB) KiB after warm-up (allowed \(options.rssBoundKib) KiB)")
@@ -190,9 +197,11 @@ struct Orchestrator {
         let reportPath = dir + "/worker-\(index).json"
         let process = try ChildProcess.spawn(
             soak,
-            ["worker", "--socket", socket, "--seed", "\(rng.next())", "--index", "\(index)",
-             "--role", steady ? "steady" : "churn", "--lifetime", "\(lifetime)", "--hz", "\(options.hz)",
-             "--daemon-pid", "\(daemon?.pid ?? 0)"]
+            [
+                "worker", "--socket", socket, "--seed", "\(rng.next())", "--index", "\(index)",
+                "--role", steady ? "steady" : "churn", "--lifetime", "\(lifetime)", "--hz", "\(options.hz)",
+                "--daemon-pid", "\(daemon?.pid ?? 0)",
+            ]
                 + (options.injectLoss ? ["--inject-loss"] : []),
             stdoutPath: reportPath, stderrPath: dir + "/workers.log")
         workers[index] = RunningWorker(process: process, steady: steady, reportPath: reportPath)

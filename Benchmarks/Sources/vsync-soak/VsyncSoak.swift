@@ -1,7 +1,7 @@
-import ProcessTools
 import ArgumentParser
 import Foundation
 import Glibc
+import ProcessTools
 
 @main
 struct VsyncSoak: ParsableCommand {
@@ -22,7 +22,8 @@ struct Run: ParsableCommand {
     @Option(help: "Client processes kept alive.") var clients = 50
     @Option(help: "Seed for every random choice (default: from the clock, printed in the summary).") var seed: UInt64?
     @Flag(help: "Print the summary as one JSON object.") var json = false
-    @Option(help: "The vsyncd binary (default: the one next to vsync-soak, else the product package's build of the same configuration).") var vsyncd: String?
+    @Option(help: "The vsyncd binary (default: the one next to vsync-soak, else the product package's build of the same configuration).")
+    var vsyncd: String?
     @Option(help: "Largest allowed growth of vsyncd's RSS after warm-up, in KiB.") var rssBoundKib = 2048
     @Option(help: "Largest allowed difference of vsyncd's fd count from its baseline after all clients left.") var fdSlack = 2
     @Option(help: "Mean seconds between SIGKILLs of a random churning client (0: none).") var killEvery = 2.0

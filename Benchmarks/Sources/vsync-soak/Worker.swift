@@ -1,7 +1,7 @@
-import ProcessTools
 import ArgumentParser
 import Foundation
 import Glibc
+import ProcessTools
 import VsyncCore
 
 /// One soak client process: joins, then at random (seeded) moments pauses and resumes its
@@ -39,7 +39,8 @@ struct Worker: ParsableCommand {
         // Join a little after starting, so joins are spread out.
         if Signals.wait(signals, seconds: Double.random(in: 0...0.3, using: &rng)) != nil { stop = true }
         if !stop {
-            let main = LinkProbe(socket: socket, refreshHz: hz, keepsUp: steady, label: "soak.link.0", daemonPID: daemonPid, injectLoss: injectLoss)
+            let main = LinkProbe(
+                socket: socket, refreshHz: hz, keepsUp: steady, label: "soak.link.0", daemonPID: daemonPid, injectLoss: injectLoss)
             if !steady, rng.chance(0.5) { main.setFramesPerSecond(Self.rates.randomElement(using: &rng)!) }
             main.start()
             live.append(main)

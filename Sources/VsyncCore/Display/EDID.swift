@@ -21,9 +21,15 @@ public struct EDIDIdentity: Sendable, Hashable {
     /// The manufacturer's name from the PNP registry, when known (`PNPRegistry`).
     public var manufacturerName: String?
 
-    public init(pnpID: String, productCode: UInt16, serialNumber: UInt32, productName: String?, serialText: String?, manufacturerName: String?) {
-        self.pnpID = pnpID; self.productCode = productCode; self.serialNumber = serialNumber
-        self.productName = productName; self.serialText = serialText; self.manufacturerName = manufacturerName
+    public init(
+        pnpID: String, productCode: UInt16, serialNumber: UInt32, productName: String?, serialText: String?, manufacturerName: String?
+    ) {
+        self.pnpID = pnpID
+        self.productCode = productCode
+        self.serialNumber = serialNumber
+        self.productName = productName
+        self.serialText = serialText
+        self.manufacturerName = manufacturerName
     }
 
     /// Parses the base block of `edid` (at least 128 bytes, the fixed header, a checksum that

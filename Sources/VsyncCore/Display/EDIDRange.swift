@@ -11,7 +11,8 @@ public struct EDIDRefreshRange: Sendable, Hashable {
     public var maximumHz: UInt16
 
     public init(minimumHz: UInt16, maximumHz: UInt16) {
-        self.minimumHz = minimumHz; self.maximumHz = maximumHz
+        self.minimumHz = minimumHz
+        self.maximumHz = maximumHz
     }
 
     /// The longest interval, 1 / minimum rate, ns (rounded).

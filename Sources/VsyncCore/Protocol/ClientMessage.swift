@@ -26,30 +26,46 @@ public enum ClientMessage: Equatable, Sendable {
         var w = WireWriter(type: type, capacity: type.knownSize)
         switch self {
         case .hello(let m):
-            w.u32(WireProtocol.magic); w.u16(m.minVersion); w.u16(m.maxVersion)
+            w.u32(WireProtocol.magic)
+            w.u16(m.minVersion)
+            w.u16(m.maxVersion)
             w.name(m.clientName, width: WireProtocol.nameSize)
         case .listDisplays:
             break
         case .subscribe(let m):
-            w.u32(m.subscriptionID); w.u32(m.flags.rawValue)
-            w.u8(m.selector.kind); w.zeros(3)
+            w.u32(m.subscriptionID)
+            w.u32(m.flags.rawValue)
+            w.u8(m.selector.kind)
+            w.zeros(3)
             switch m.selector {
-            case .primary: w.u32(0); w.zeros(WireProtocol.nameSize)
-            case .crtc(let id), .display(let id): w.u32(id); w.zeros(WireProtocol.nameSize)
-            case .connector(let name): w.u32(0); w.name(name, width: WireProtocol.nameSize)
-            case .match: w.u32(0); w.zeros(WireProtocol.nameSize)
+            case .primary:
+                w.u32(0)
+                w.zeros(WireProtocol.nameSize)
+            case .crtc(let id), .display(let id):
+                w.u32(id)
+                w.zeros(WireProtocol.nameSize)
+            case .connector(let name):
+                w.u32(0)
+                w.name(name, width: WireProtocol.nameSize)
+            case .match:
+                w.u32(0)
+                w.zeros(WireProtocol.nameSize)
             }
             m.range.write(&w)
-            w.zeros(4); w.u64(m.workDurationNs)
+            w.zeros(4)
+            w.u64(m.workDurationNs)
             // Protocol 3's selector text, only for the kind that needs it: other SUBSCRIBEs stay
             // 80 bytes, as older daemons know them.
             if case .match(let match) = m.selector { w.name(match.text, width: DisplaySelector.maxTextSize) }
         case .setRate(let m):
-            w.u32(m.subscriptionID); m.range.write(&w)
+            w.u32(m.subscriptionID)
+            m.range.write(&w)
         case .pause(let id), .resume(let id), .unsubscribe(let id):
             w.u32(id)
         case .setWorkDuration(let m):
-            w.u32(m.subscriptionID); w.zeros(4); w.u64(m.workDurationNs)
+            w.u32(m.subscriptionID)
+            w.zeros(4)
+            w.u64(m.workDurationNs)
         }
         return w.finish()
     }
@@ -58,7 +74,9 @@ public enum ClientMessage: Equatable, Sendable {
     /// are accepted (fields appended by a newer client are ignored); shorter ones, server types
     /// and unknown types are errors, and so is what `version` does not have (selector kind 4
     /// before protocol 3).
-    public static func decode(_ bytes: UnsafeRawBufferPointer, version: UInt16 = WireProtocol.currentVersion) throws(WireError) -> ClientMessage {
+    public static func decode(_ bytes: UnsafeRawBufferPointer, version: UInt16 = WireProtocol.currentVersion) throws(WireError)
+        -> ClientMessage
+    {
         let header = try MessageHeader.parse(bytes)
         guard let type = MessageType(rawValue: header.type), type.isClientRequest else {
             throw .unknownType(header.type)
@@ -71,9 +89,10 @@ public enum ClientMessage: Equatable, Sendable {
             guard magic == WireProtocol.magic else {
                 throw .invalidField("HELLO magic 0x\(String(magic, radix: 16)) is not 0x\(String(WireProtocol.magic, radix: 16))")
             }
-            return .hello(Hello(
-                minVersion: try r.u16(12), maxVersion: try r.u16(14),
-                clientName: try r.name(16, width: WireProtocol.nameSize, field: "client name")))
+            return .hello(
+                Hello(
+                    minVersion: try r.u16(12), maxVersion: try r.u16(14),
+                    clientName: try r.name(16, width: WireProtocol.nameSize, field: "client name")))
         case .listDisplays:
             return .listDisplays
         case .subscribe:
@@ -95,7 +114,8 @@ public enum ClientMessage: Equatable, Sendable {
             case 4:
                 guard version >= 3 else { throw .invalidField("selector kind 4 needs protocol 3, this connection speaks \(version)") }
                 guard r.count >= Subscribe.matchWireSize else {
-                    throw .invalidField("selector kind 4 needs the \(Subscribe.matchWireSize)-byte SUBSCRIBE of protocol 3, got \(r.count) bytes")
+                    throw .invalidField(
+                        "selector kind 4 needs the \(Subscribe.matchWireSize)-byte SUBSCRIBE of protocol 3, got \(r.count) bytes")
                 }
                 // Any selector's text: kind 4 is how the text travels, not a class of selectors.
                 let text = try r.name(80, width: DisplaySelector.maxTextSize, field: "selector text")

@@ -16,9 +16,12 @@ public struct ClockPair: Sendable, Hashable {
     /// that a preemption came between). The clocks are read by the caller's functions, so this
     /// stays free of syscalls (vsync-probe and vsyncd pass clock_gettime).
     public static func tightest(tries: Int = 5, monotonic: () -> UInt64, realtime: () -> UInt64) -> ClockPair {
-        var best = ClockPair(monotonicNs: 0, realtimeNs: 0), width = UInt64.max
+        var best = ClockPair(monotonicNs: 0, realtimeNs: 0)
+        var width = UInt64.max
         for _ in 0..<max(1, tries) {
-            let a = monotonic(), r = realtime(), b = monotonic()
+            let a = monotonic()
+            let r = realtime()
+            let b = monotonic()
             if b &- a < width {
                 width = b &- a
                 best = ClockPair(monotonicNs: a &+ (b &- a) / 2, realtimeNs: r)

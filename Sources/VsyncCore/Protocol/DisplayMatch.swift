@@ -29,7 +29,7 @@ public struct DisplayMatch: Sendable, Hashable {
         case .primary: head = card == nil ? "primary" : ""
         case .crtc(let id): head = "crtc:" + String(id)
         case .connector(let name): head = "connector:" + name
-        case let .edid(make, model, serial):
+        case .edid(let make, let model, let serial):
             var parts = [make, model, serial]
             while parts.count > 1 && parts[parts.count - 1].isEmpty { parts.removeLast() }
             head = "edid:" + parts.joined(separator: "/")
@@ -53,7 +53,7 @@ public struct DisplayMatch: Sendable, Hashable {
         case .primary: return true
         case .crtc(let id): return info.crtcID == id
         case .connector(let name): return info.connectorName == name
-        case let .edid(make, model, serial):
+        case .edid(let make, let model, let serial):
             guard !info.edidMake.isEmpty || !info.edidModel.isEmpty else { return false }
             if !make.isEmpty && make != info.edidMake && make != pnpID { return false }
             if !model.isEmpty && model != info.edidModel { return false }
@@ -87,8 +87,14 @@ extension DisplaySelector {
     /// primary display. The forms of protocol 1 come back as their own cases, so an older
     /// daemon still understands them; the others as `.match`.
     public static func parse(_ text: String) throws(SelectorSyntaxError) -> DisplaySelector {
-        guard !text.isEmpty else { throw SelectorSyntaxError("the display selector is empty: use primary, a connector name such as DP-1, crtc:ID@CARD, display:ID or edid:MAKE/MODEL/SERIAL") }
-        guard text.utf8.count <= maxTextSize else { throw SelectorSyntaxError("display selector of \(text.utf8.count) bytes: at most \(maxTextSize)") }
+        guard !text.isEmpty else {
+            throw SelectorSyntaxError(
+                "the display selector is empty: use primary, a connector name such as DP-1, crtc:ID@CARD, display:ID or edid:MAKE/MODEL/SERIAL"
+            )
+        }
+        guard text.utf8.count <= maxTextSize else {
+            throw SelectorSyntaxError("display selector of \(text.utf8.count) bytes: at most \(maxTextSize)")
+        }
         // Echoed in one-line errors: a control character must not break the line.
         let shown = printable(text)
         var head = Substring(text)
@@ -96,7 +102,10 @@ extension DisplaySelector {
         // The card is after the last '@' (bus paths have none; a model name might).
         if let at = text.lastIndex(of: "@") {
             let name = String(text[text.index(after: at)...])
-            guard !name.isEmpty else { throw SelectorSyntaxError("'\(shown)' names no card after '@': write NAME@CARD, crtc:ID@CARD or @CARD, CARD as vsync-probe list shows it") }
+            guard !name.isEmpty else {
+                throw SelectorSyntaxError(
+                    "'\(shown)' names no card after '@': write NAME@CARD, crtc:ID@CARD or @CARD, CARD as vsync-probe list shows it")
+            }
             card = name
             head = text[..<at]
         }
@@ -111,13 +120,16 @@ extension DisplaySelector {
         } else if head.hasPrefix("edid:") {
             let parts = head.dropFirst(5).split(separator: "/", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
             guard parts.contains(where: { !$0.isEmpty }) else {
-                throw SelectorSyntaxError("'\(shown)' matches every monitor: give at least one of edid:MAKE/MODEL/SERIAL (vsync-probe list shows them)")
+                throw SelectorSyntaxError(
+                    "'\(shown)' matches every monitor: give at least one of edid:MAKE/MODEL/SERIAL (vsync-probe list shows them)")
             }
             target = .edid(make: parts[0], model: parts.count > 1 ? parts[1] : "", serial: parts.count > 2 ? parts[2] : "")
         } else if head.hasPrefix("connector:") {
             target = .connector(try connectorName(head.dropFirst(10), shown))
         } else if let colon = head.firstIndex(of: ":") {
-            throw SelectorSyntaxError("'\(shown)': '\(Self.printable(head[...colon]))' is no selector form: use primary, crtc:ID, display:ID, connector:NAME, edid:MAKE/MODEL/SERIAL or a connector name such as DP-1")
+            throw SelectorSyntaxError(
+                "'\(shown)': '\(Self.printable(head[...colon]))' is no selector form: use primary, crtc:ID, display:ID, connector:NAME, edid:MAKE/MODEL/SERIAL or a connector name such as DP-1"
+            )
         } else {
             target = .connector(try connectorName(head, shown))
         }
@@ -153,7 +165,8 @@ extension DisplaySelector {
 
     private static func number(_ digits: Substring, _ text: String) throws(SelectorSyntaxError) -> UInt32 {
         guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = UInt32(digits), n > 0 else {
-            throw SelectorSyntaxError("'\(text)': expected a number above 0 after the colon (decimal digits, at most 4294967295; vsync-probe list shows the ids)")
+            throw SelectorSyntaxError(
+                "'\(text)': expected a number above 0 after the colon (decimal digits, at most 4294967295; vsync-probe list shows the ids)")
         }
         return n
     }
@@ -164,7 +177,9 @@ extension DisplaySelector {
             (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x2D || b == 0x5F || b == 0x2E
         }
         guard !name.isEmpty, name.utf8.count <= WireProtocol.nameSize, name.utf8.allSatisfy(allowed) else {
-            throw SelectorSyntaxError("'\(text)': a connector name is 1 to \(WireProtocol.nameSize) ASCII letters, digits, '-', '_' or '.', as the kernel names them (DP-1, HDMI-A-1; vsync-probe list shows them)")
+            throw SelectorSyntaxError(
+                "'\(text)': a connector name is 1 to \(WireProtocol.nameSize) ASCII letters, digits, '-', '_' or '.', as the kernel names them (DP-1, HDMI-A-1; vsync-probe list shows them)"
+            )
         }
         return String(name)
     }

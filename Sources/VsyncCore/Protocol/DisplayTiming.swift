@@ -10,7 +10,9 @@ public struct DisplayTiming: Sendable, Equatable, Hashable {
     /// last change, or an older daemon).
     public var samples: UInt32
     public init(rmsNs: UInt32 = 0, p99Ns: UInt32 = 0, samples: UInt32 = 0) {
-        self.rmsNs = rmsNs; self.p99Ns = p99Ns; self.samples = samples
+        self.rmsNs = rmsNs
+        self.p99Ns = p99Ns
+        self.samples = samples
     }
 
     public var rmsUs: Double { Double(rmsNs) / 1000 }

@@ -30,7 +30,9 @@ extension FrameRateRange {
     /// Three f32s: minimum, maximum, preferred. A range FrameRateRange refuses (NaN, negative,
     /// minimum above maximum, …) is a malformed field, so rate mapping never sees it.
     static func read(_ r: WireReader, at offset: Int) throws(WireError) -> FrameRateRange {
-        let minimum = try r.f32(offset), maximum = try r.f32(offset + 4), preferred = try r.f32(offset + 8)
+        let minimum = try r.f32(offset)
+        let maximum = try r.f32(offset + 4)
+        let preferred = try r.f32(offset + 8)
         do {
             return try FrameRateRange(minimum: minimum, maximum: maximum, preferred: preferred)
         } catch {
@@ -39,7 +41,9 @@ extension FrameRateRange {
     }
 
     func write(_ w: inout WireWriter) {
-        w.f32(minimum); w.f32(maximum); w.f32(preferred)
+        w.f32(minimum)
+        w.f32(maximum)
+        w.f32(preferred)
     }
 }
 
@@ -79,22 +83,35 @@ extension DisplayInfo {
     }
 
     func write(_ w: inout WireWriter, version: UInt16) {
-        w.u32(displayID); w.u32(crtcID); w.u32(connectorID)
-        w.u8(state.rawValue); w.zeros(3)
+        w.u32(displayID)
+        w.u32(crtcID)
+        w.u32(connectorID)
+        w.u8(state.rawValue)
+        w.zeros(3)
         // A flag bit and a reserved field gain meaning only with the version that defines them.
         w.u32(flags.subtracting(.definedAfter(version: version)).rawValue)
         w.u32(version >= 4 ? generation : 0)
-        w.u64(refreshMillihertz); w.u64(periodNs)
-        w.u16(width); w.u16(height); w.zeros(4)
+        w.u64(refreshMillihertz)
+        w.u64(periodNs)
+        w.u16(width)
+        w.u16(height)
+        w.zeros(4)
         w.name(connectorName, width: WireProtocol.nameSize)
         w.name(deviceName, width: WireProtocol.deviceNameSize)
         guard version >= 3 else { return }
-        w.name(busPath, width: 64); w.name(edidMake, width: 32)
-        w.name(edidModel, width: 16); w.name(edidSerial, width: 16)
+        w.name(busPath, width: 64)
+        w.name(edidMake, width: 32)
+        w.name(edidModel, width: 16)
+        w.name(edidSerial, width: 16)
         guard version >= 4 else { return }
-        w.u32(timing.rmsNs); w.u32(timing.p99Ns); w.u32(timing.samples); w.zeros(4)
+        w.u32(timing.rmsNs)
+        w.u32(timing.p99Ns)
+        w.u32(timing.samples)
+        w.zeros(4)
         guard version >= 5 else { return }
-        w.u64(minIntervalNs); w.u64(maxIntervalNs)
-        w.u64(clock?.monotonicNs ?? 0); w.u64(clock?.realtimeNs ?? 0)
+        w.u64(minIntervalNs)
+        w.u64(maxIntervalNs)
+        w.u64(clock?.monotonicNs ?? 0)
+        w.u64(clock?.realtimeNs ?? 0)
     }
 }

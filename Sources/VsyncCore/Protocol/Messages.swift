@@ -8,7 +8,9 @@ public struct Hello: Sendable, Equatable {
     /// For the daemon's log; at most 32 bytes of UTF-8 on the wire.
     public var clientName: String
     public init(minVersion: UInt16, maxVersion: UInt16, clientName: String) {
-        self.minVersion = minVersion; self.maxVersion = maxVersion; self.clientName = clientName
+        self.minVersion = minVersion
+        self.maxVersion = maxVersion
+        self.clientName = clientName
     }
 }
 
@@ -25,19 +27,26 @@ public struct Welcome: Sendable, Equatable {
     public var serverFlags: ServerFlags
     public var serverPID: UInt32
     public init(version: UInt16, serverFlags: ServerFlags, serverPID: UInt32) {
-        self.version = version; self.serverFlags = serverFlags; self.serverPID = serverPID
+        self.version = version
+        self.serverFlags = serverFlags
+        self.serverPID = serverPID
     }
 }
 
 public enum RefusalCode: UInt16, Sendable, CaseIterable {
-    case versionUnsupported = 1, tooManyClients = 2, badHandshake = 3
+    case versionUnsupported = 1
+    case tooManyClients = 2
+    case badHandshake = 3
 }
 
 /// REFUSED: the handshake failed; the server closes the connection after sending it.
 public struct Refusal: Sendable, Equatable {
     public var code: RefusalCode
     public var message: String
-    public init(code: RefusalCode, message: String) { self.code = code; self.message = message }
+    public init(code: RefusalCode, message: String) {
+        self.code = code
+        self.message = message
+    }
 }
 
 /// Which display a subscription wants.
@@ -102,8 +111,13 @@ public struct Subscribe: Sendable, Equatable {
     /// Wake the client this long before each target vblank (ns); 0 wakes it just after each
     /// vblank, as in protocol 1. At most `WorkDuration.maximumNs`. Protocol 2.
     public var workDurationNs: UInt64
-    public init(subscriptionID: UInt32, selector: DisplaySelector, range: FrameRateRange, flags: SubscribeFlags = [], workDurationNs: UInt64 = 0) {
-        self.subscriptionID = subscriptionID; self.selector = selector; self.range = range; self.flags = flags
+    public init(
+        subscriptionID: UInt32, selector: DisplaySelector, range: FrameRateRange, flags: SubscribeFlags = [], workDurationNs: UInt64 = 0
+    ) {
+        self.subscriptionID = subscriptionID
+        self.selector = selector
+        self.range = range
+        self.flags = flags
         self.workDurationNs = workDurationNs
     }
 }
@@ -113,7 +127,8 @@ public struct SetWorkDuration: Sendable, Equatable {
     public var subscriptionID: UInt32
     public var workDurationNs: UInt64
     public init(subscriptionID: UInt32, workDurationNs: UInt64) {
-        self.subscriptionID = subscriptionID; self.workDurationNs = workDurationNs
+        self.subscriptionID = subscriptionID
+        self.workDurationNs = workDurationNs
     }
 }
 
@@ -127,12 +142,14 @@ public struct SetRate: Sendable, Equatable {
     public var subscriptionID: UInt32
     public var range: FrameRateRange
     public init(subscriptionID: UInt32, range: FrameRateRange) {
-        self.subscriptionID = subscriptionID; self.range = range
+        self.subscriptionID = subscriptionID
+        self.range = range
     }
 }
 
 public enum DisplayState: UInt8, Sendable, CaseIterable {
-    case off = 0, on = 1
+    case off = 0
+    case on = 1
 }
 
 public struct DisplayFlags: OptionSet, Sendable, Hashable {
@@ -218,14 +235,26 @@ public struct DisplayInfo: Sendable, Equatable {
         generation: UInt32 = 0, timing: DisplayTiming = DisplayTiming(),
         minIntervalNs: UInt64 = 0, maxIntervalNs: UInt64 = 0, clock: ClockPair? = nil
     ) {
-        self.generation = generation; self.timing = timing
-        self.minIntervalNs = minIntervalNs; self.maxIntervalNs = maxIntervalNs; self.clock = clock
-        self.busPath = busPath; self.edidMake = edidMake; self.edidModel = edidModel; self.edidSerial = edidSerial
-        self.displayID = displayID; self.crtcID = crtcID; self.connectorID = connectorID
-        self.state = state; self.flags = flags
-        self.refreshMillihertz = refreshMillihertz; self.periodNs = periodNs
-        self.width = width; self.height = height
-        self.connectorName = connectorName; self.deviceName = deviceName
+        self.generation = generation
+        self.timing = timing
+        self.minIntervalNs = minIntervalNs
+        self.maxIntervalNs = maxIntervalNs
+        self.clock = clock
+        self.busPath = busPath
+        self.edidMake = edidMake
+        self.edidModel = edidModel
+        self.edidSerial = edidSerial
+        self.displayID = displayID
+        self.crtcID = crtcID
+        self.connectorID = connectorID
+        self.state = state
+        self.flags = flags
+        self.refreshMillihertz = refreshMillihertz
+        self.periodNs = periodNs
+        self.width = width
+        self.height = height
+        self.connectorName = connectorName
+        self.deviceName = deviceName
     }
 }
 
@@ -239,129 +268,25 @@ public struct Subscribed: Sendable, Equatable {
     public var displayIntervalNs: UInt64
     public var clientIntervalNs: UInt64
     public var display: DisplayInfo
-    public init(subscriptionID: UInt32, displayID: UInt32, divisor: UInt32, displayIntervalNs: UInt64, clientIntervalNs: UInt64, display: DisplayInfo) {
-        self.subscriptionID = subscriptionID; self.displayID = displayID; self.divisor = divisor
-        self.displayIntervalNs = displayIntervalNs; self.clientIntervalNs = clientIntervalNs; self.display = display
-    }
-}
-
-public struct TickFlags: OptionSet, Sendable, Hashable {
-    public let rawValue: UInt32
-    public init(rawValue: UInt32) { self.rawValue = rawValue }
-    /// `timestampNs` is the kernel's vblank timestamp.
-    public static let hardwareTimestamp = TickFlags(rawValue: 1)
-    /// `timestampNs` is the model's prediction (display off, `.predictWhileOff`).
-    public static let predicted = TickFlags(rawValue: 2)
-    /// From the timer source.
-    public static let synthetic = TickFlags(rawValue: 4)
-    /// Variable refresh is on (protocol 5): no grid, so `targetTimestampNs` and the timelines
-    /// are the earliest each vblank can come (the last vblank + k × the shortest interval) and
-    /// `displayIntervalNs` is the shortest interval.
-    public static let variable = TickFlags(rawValue: 8)
-}
-
-/// One upcoming presentation candidate: a vblank at the subscription's rate and its predicted time.
-public struct FrameTimeline: Sendable, Equatable, Hashable {
-    public var sequence: UInt64
-    public var presentationNs: UInt64
-    public init(sequence: UInt64, presentationNs: UInt64) {
-        self.sequence = sequence; self.presentationNs = presentationNs
-    }
-}
-
-/// Up to four frame timelines, stored inline so that a tick allocates nothing.
-public struct FrameTimelines: Sendable, Equatable, RandomAccessCollection {
-    public static let capacity = 4
-    private var t0 = FrameTimeline(sequence: 0, presentationNs: 0)
-    private var t1 = FrameTimeline(sequence: 0, presentationNs: 0)
-    private var t2 = FrameTimeline(sequence: 0, presentationNs: 0)
-    private var t3 = FrameTimeline(sequence: 0, presentationNs: 0)
-    public private(set) var count = 0
-
-    public init() {}
-
-    public init(_ timelines: [FrameTimeline]) {
-        for t in timelines { append(t) }
-    }
-
-    /// Just `timeline`, without the array `init(_:)` would allocate: a tick's default.
-    public init(one timeline: FrameTimeline) {
-        append(timeline)
-    }
-
-    public var startIndex: Int { 0 }
-    public var endIndex: Int { count }
-
-    public subscript(i: Int) -> FrameTimeline {
-        precondition(i >= 0 && i < count, "frame timeline index out of range")
-        switch i {
-        case 0: return t0
-        case 1: return t1
-        case 2: return t2
-        default: return t3
-        }
-    }
-
-    /// Adds one; beyond `capacity` it is dropped.
-    public mutating func append(_ t: FrameTimeline) {
-        switch count {
-        case 0: t0 = t
-        case 1: t1 = t
-        case 2: t2 = t
-        case 3: t3 = t
-        default: return
-        }
-        count += 1
-    }
-}
-
-/// TICK: one frame for one subscription: 152 bytes (72 in protocol 1). The daemon's hot path.
-public struct Tick: Sendable, Equatable {
-    public static let wireSize = 152
-    public static let version1WireSize = 72
-    public var subscriptionID: UInt32
-    public var displayID: UInt32
-    /// The 64-bit sequence of the latest vblank (with a work duration 0: a multiple of `divisor`).
-    public var sequence: UInt64
-    /// CLOCK_MONOTONIC ns of that vblank (the kernel's timestamp, or the model's if `.predicted`).
-    public var timestampNs: UInt64
-    /// Predicted ns of vblank `targetSequence`, the one the frame being prepared is for.
-    public var targetTimestampNs: UInt64
-    /// The display's current frame interval (CADisplayLink.duration).
-    public var displayIntervalNs: UInt64
-    /// divisor × display interval.
-    public var clientIntervalNs: UInt64
-    /// Ticks for this subscription not delivered since the last one delivered.
-    public var skipped: UInt32
-    public var divisor: UInt32
-    public var flags: TickFlags
-    /// The target vblank: `sequence + divisor` with work duration 0, else the vblank the wake
-    /// was scheduled for (a multiple of `divisor`). Protocol 2; derived when absent.
-    public var targetSequence: UInt64
-    /// The target and the vblanks after it at this rate, with their predicted times. Protocol 2;
-    /// one (the target) when absent.
-    public var timelines: FrameTimelines
-    /// The display's configuration generation when the tick was made (DisplayInfo.generation).
-    /// Protocol 4; 0 from older daemons.
-    public var generation: UInt32
     public init(
-        subscriptionID: UInt32, displayID: UInt32, sequence: UInt64, timestampNs: UInt64, targetTimestampNs: UInt64,
-        displayIntervalNs: UInt64, clientIntervalNs: UInt64, skipped: UInt32, divisor: UInt32, flags: TickFlags,
-        targetSequence: UInt64? = nil, timelines: FrameTimelines? = nil, generation: UInt32 = 0
+        subscriptionID: UInt32, displayID: UInt32, divisor: UInt32, displayIntervalNs: UInt64, clientIntervalNs: UInt64,
+        display: DisplayInfo
     ) {
-        self.generation = generation
-        self.subscriptionID = subscriptionID; self.displayID = displayID; self.sequence = sequence
-        self.timestampNs = timestampNs; self.targetTimestampNs = targetTimestampNs
-        self.displayIntervalNs = displayIntervalNs; self.clientIntervalNs = clientIntervalNs
-        self.skipped = skipped; self.divisor = divisor; self.flags = flags
-        let target = targetSequence ?? sequence &+ UInt64(divisor)
-        self.targetSequence = target
-        self.timelines = timelines ?? FrameTimelines(one: FrameTimeline(sequence: target, presentationNs: targetTimestampNs))
+        self.subscriptionID = subscriptionID
+        self.displayID = displayID
+        self.divisor = divisor
+        self.displayIntervalNs = displayIntervalNs
+        self.clientIntervalNs = clientIntervalNs
+        self.display = display
     }
 }
 
 public enum DisplayEventKind: UInt16, Sendable, CaseIterable {
-    case modeChanged = 1, off = 2, on = 3, added = 4, removed = 5
+    case modeChanged = 1
+    case off = 2
+    case on = 3
+    case added = 4
+    case removed = 5
     /// Variable refresh turned on or off (the record's `variable` flag says which). Protocol 5:
     /// older connections are not sent it (their readers would refuse the kind).
     case variableRefreshChanged = 6
@@ -379,12 +304,22 @@ public enum DisplayEventKind: UInt16, Sendable, CaseIterable {
 public struct DisplayEvent: Sendable, Equatable {
     public var kind: DisplayEventKind
     public var display: DisplayInfo
-    public init(kind: DisplayEventKind, display: DisplayInfo) { self.kind = kind; self.display = display }
+    public init(kind: DisplayEventKind, display: DisplayInfo) {
+        self.kind = kind
+        self.display = display
+    }
 }
 
 public enum ErrorCode: UInt16, Sendable, CaseIterable {
-    case malformed = 1, unknownType = 2, notHandshaken = 3, unknownDisplay = 4, unknownSubscription = 5
-    case duplicateSubscription = 6, tooManySubscriptions = 7, displayOff = 8, internalError = 9
+    case malformed = 1
+    case unknownType = 2
+    case notHandshaken = 3
+    case unknownDisplay = 4
+    case unknownSubscription = 5
+    case duplicateSubscription = 6
+    case tooManySubscriptions = 7
+    case displayOff = 8
+    case internalError = 9
 }
 
 /// ERROR: a request failed. Codes 1–3 are followed by a disconnect; the others are not.
@@ -394,6 +329,8 @@ public struct ErrorMessage: Sendable, Equatable {
     public var subscriptionID: UInt32
     public var message: String
     public init(code: ErrorCode, subscriptionID: UInt32 = 0, message: String) {
-        self.code = code; self.subscriptionID = subscriptionID; self.message = message
+        self.code = code
+        self.subscriptionID = subscriptionID
+        self.message = message
     }
 }

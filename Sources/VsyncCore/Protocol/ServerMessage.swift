@@ -37,27 +37,44 @@ public enum ServerMessage: Equatable, Sendable {
         var w = WireWriter(type: type, capacity: type.knownSize)
         switch self {
         case .welcome(let m):
-            w.u16(m.version); w.zeros(2); w.u32(m.serverFlags.rawValue); w.u32(m.serverPID)
+            w.u16(m.version)
+            w.zeros(2)
+            w.u32(m.serverFlags.rawValue)
+            w.u32(m.serverPID)
         case .refused(let m):
-            w.u16(m.code.rawValue); w.zeros(2); w.text(m.message)
+            w.u16(m.code.rawValue)
+            w.zeros(2)
+            w.text(m.message)
         case .displayList(let displays):
             let list = displays.prefix(Self.maxDisplaysPerList(version: version))
-            w.u32(UInt32(list.count)); w.u32(UInt32(DisplayInfo.wireSize(version: version)))
+            w.u32(UInt32(list.count))
+            w.u32(UInt32(DisplayInfo.wireSize(version: version)))
             for d in list { d.write(&w, version: version) }
         case .subscribed(let m):
-            w.u32(m.subscriptionID); w.u32(m.displayID); w.u32(m.divisor); w.zeros(4)
-            w.u64(m.displayIntervalNs); w.u64(m.clientIntervalNs)
+            w.u32(m.subscriptionID)
+            w.u32(m.displayID)
+            w.u32(m.divisor)
+            w.zeros(4)
+            w.u64(m.displayIntervalNs)
+            w.u64(m.clientIntervalNs)
             m.display.write(&w, version: version)
         case .tick(let t):
             var buffer = [UInt8](repeating: 0, count: Tick.wireSize)
             let n = buffer.withUnsafeMutableBytes { t.encode(into: $0, version: version) }
             return Array(buffer.prefix(n))
         case .displayEvent(let m):
-            w.u16(m.kind.rawValue); w.zeros(6); m.display.write(&w, version: version)
+            w.u16(m.kind.rawValue)
+            w.zeros(6)
+            m.display.write(&w, version: version)
         case .error(let m):
-            w.u16(m.code.rawValue); w.zeros(2); w.u32(m.subscriptionID); w.text(m.message)
+            w.u16(m.code.rawValue)
+            w.zeros(2)
+            w.u32(m.subscriptionID)
+            w.text(m.message)
         case .timingPage(let m):
-            w.u32(m.pageSize); w.u16(m.layout); w.zeros(2)
+            w.u32(m.pageSize)
+            w.u16(m.layout)
+            w.zeros(2)
         }
         return w.finish()
     }
@@ -75,8 +92,9 @@ public enum ServerMessage: Equatable, Sendable {
         let r = WireReader(bytes, type: header.type)
         switch type {
         case .welcome:
-            return .welcome(Welcome(
-                version: try r.u16(8), serverFlags: ServerFlags(rawValue: try r.u32(12)), serverPID: try r.u32(16)))
+            return .welcome(
+                Welcome(
+                    version: try r.u16(8), serverFlags: ServerFlags(rawValue: try r.u32(12)), serverPID: try r.u32(16)))
         case .refused:
             let raw = try r.u16(8)
             guard let code = RefusalCode(rawValue: raw) else { throw .invalidField("refusal code \(raw)") }
@@ -98,10 +116,11 @@ public enum ServerMessage: Equatable, Sendable {
             for i in 0..<count { displays.append(try DisplayInfo.read(r, at: 16 + i * recordSize, size: recordSize)) }
             return .displayList(displays)
         case .subscribed:
-            return .subscribed(Subscribed(
-                subscriptionID: try r.u32(8), displayID: try r.u32(12), divisor: try r.u32(16),
-                displayIntervalNs: try r.u64(24), clientIntervalNs: try r.u64(32),
-                display: try DisplayInfo.read(r, at: 40, size: bytes.count - 40)))
+            return .subscribed(
+                Subscribed(
+                    subscriptionID: try r.u32(8), displayID: try r.u32(12), divisor: try r.u32(16),
+                    displayIntervalNs: try r.u64(24), clientIntervalNs: try r.u64(32),
+                    display: try DisplayInfo.read(r, at: 40, size: bytes.count - 40)))
         case .tick:
             return .tick(try Tick.read(r))
         case .displayEvent:

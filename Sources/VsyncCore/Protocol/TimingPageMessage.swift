@@ -8,6 +8,7 @@ public struct TimingPageMessage: Sendable, Equatable {
     /// The page's layout version (1); a reader that does not know it leaves the page unmapped.
     public var layout: UInt16
     public init(pageSize: UInt32, layout: UInt16) {
-        self.pageSize = pageSize; self.layout = layout
+        self.pageSize = pageSize
+        self.layout = layout
     }
 }

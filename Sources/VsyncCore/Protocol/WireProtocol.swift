@@ -85,10 +85,22 @@ public struct ProtocolFeatures: OptionSet, Sendable {
 
 /// Message types. Client → server types are below 0x100, server → client types at or above it.
 public enum MessageType: UInt16, Sendable, CaseIterable {
-    case hello = 0x01, listDisplays = 0x02, subscribe = 0x03, setRate = 0x04
-    case pause = 0x05, resume = 0x06, unsubscribe = 0x07, setWorkDuration = 0x08
-    case welcome = 0x101, refused = 0x102, displayList = 0x103, subscribed = 0x104
-    case tick = 0x105, displayEvent = 0x106, error = 0x107, timingPage = 0x108
+    case hello = 0x01
+    case listDisplays = 0x02
+    case subscribe = 0x03
+    case setRate = 0x04
+    case pause = 0x05
+    case resume = 0x06
+    case unsubscribe = 0x07
+    case setWorkDuration = 0x08
+    case welcome = 0x101
+    case refused = 0x102
+    case displayList = 0x103
+    case subscribed = 0x104
+    case tick = 0x105
+    case displayEvent = 0x106
+    case error = 0x107
+    case timingPage = 0x108
 
     /// Size of the message as this version writes it. Messages may be longer (fields appended
     /// by later versions); for REFUSED, ERROR and DISPLAY_LIST this is the fixed part before the
@@ -143,17 +155,17 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case let .truncated(type, size, minimum):
+        case .truncated(let type, let size, let minimum):
             "message type 0x\(String(type, radix: 16)) is \(size) bytes, shorter than its minimum of \(minimum)"
-        case let .oversized(size):
+        case .oversized(let size):
             "message of \(size) bytes exceeds the maximum of \(WireProtocol.maxMessageSize)"
-        case let .unknownType(type):
+        case .unknownType(let type):
             "unknown message type 0x\(String(type, radix: 16))"
-        case let .sizeMismatch(header, actual):
+        case .sizeMismatch(let header, let actual):
             "header says \(header) bytes but the datagram has \(actual)"
-        case let .invalidField(what):
+        case .invalidField(let what):
             "invalid field: \(what)"
-        case let .badSelector(_, message):
+        case .badSelector(_, let message):
             "display selector: \(message)"
         }
     }

@@ -17,10 +17,13 @@ enum EnvelopeFit {
     static func hull(count n: Int, upper: Bool, stack: inout [Int], x: (Int) -> Double, y: (Int) -> Double) -> Int {
         var top = 0
         for i in 0..<n {
-            let xi = x(i), yi = y(i)
+            let xi = x(i)
+            let yi = y(i)
             while top >= 2 {
-                let a = stack[top - 2], b = stack[top - 1]
-                let xa = x(a), ya = y(a)
+                let a = stack[top - 2]
+                let b = stack[top - 1]
+                let xa = x(a)
+                let ya = y(a)
                 let cross = (x(b) - xa) * (yi - ya) - (y(b) - ya) * (xi - xa)
                 // Lower hull: pop on a non-left turn; upper hull: on a non-right turn.
                 if upper ? cross >= 0 : cross <= 0 { top -= 1 } else { break }
@@ -40,10 +43,13 @@ enum EnvelopeFit {
         meanX /= Double(n)
         // The hull edge over the mean x. When the mean x is a vertex, both edges meeting there
         // are optimal, and so is any slope between them: take the middle one.
-        var slope = 0.0, anchor = stack[0]
+        var slope = 0.0
+        var anchor = stack[0]
         for k in 0..<(top - 1) {
-            let a = stack[k], b = stack[k + 1]
-            let xa = x(a), xb = x(b)
+            let a = stack[k]
+            let b = stack[k + 1]
+            let xa = x(a)
+            let xb = x(b)
             guard xb >= meanX else { continue }
             slope = (y(b) - y(a)) / (xb - xa)
             anchor = a
@@ -70,18 +76,32 @@ enum EnvelopeFit {
         guard nl + nu <= 64 else { return lower(count: n, stack: &lowerStack, x: x, y: y) }
         // The strip's vertical width at slope m: convex in m, least at a hull edge's slope.
         func width(_ m: Double) -> (width: Double, top: Double, bottom: Double) {
-            var top = -Double.infinity, bottom = Double.infinity
-            for k in 0..<nu { let i = upperStack[k]; top = Swift.max(top, y(i) - m * x(i)) }
-            for k in 0..<nl { let i = lowerStack[k]; bottom = Swift.min(bottom, y(i) - m * x(i)) }
+            var top = -Double.infinity
+            var bottom = Double.infinity
+            for k in 0..<nu {
+                let i = upperStack[k]
+                top = Swift.max(top, y(i) - m * x(i))
+            }
+            for k in 0..<nl {
+                let i = lowerStack[k]
+                bottom = Swift.min(bottom, y(i) - m * x(i))
+            }
             return (top - bottom, top, bottom)
         }
-        var best = Double.infinity, lo = 0.0, hi = 0.0
+        var best = Double.infinity
+        var lo = 0.0
+        var hi = 0.0
         func consider(_ a: Int, _ b: Int) {
             let m = (y(b) - y(a)) / (x(b) - x(a))
             let w = width(m).width
             // A flat stretch of optimal slopes: keep its ends and take the middle.
-            if w < best * (1 - 1e-12) { best = w; lo = m; hi = m } else if w <= best * (1 + 1e-12) {
-                lo = Swift.min(lo, m); hi = Swift.max(hi, m)
+            if w < best * (1 - 1e-12) {
+                best = w
+                lo = m
+                hi = m
+            } else if w <= best * (1 + 1e-12) {
+                lo = Swift.min(lo, m)
+                hi = Swift.max(hi, m)
             }
         }
         for k in 0..<(nl - 1) { consider(lowerStack[k], lowerStack[k + 1]) }

@@ -38,7 +38,10 @@ public enum FramePacing {
         // Bounded: a degenerate prediction (it cannot happen with a fitted model) must not hang
         // the daemon's loop.
         var steps = 0
-        while predict(s) < wanted, steps < maximumWalk { s &+= d; steps += 1 }
+        while predict(s) < wanted, steps < maximumWalk {
+            s &+= d
+            steps += 1
+        }
         let p = predict(s)
         return (Target(sequence: s, presentationNs: p, wakeNs: p &- workDurationNs), (s - first) / d)
     }
@@ -64,7 +67,10 @@ public enum FramePacing {
             if frames.isFinite, frames > 1 { s &+= UInt64(min(frames, maximumJump).rounded(.down) - 1) }
         }
         var steps = 0
-        while predict(s &+ 1) <= nowNs, steps < maximumWalk { s &+= 1; steps += 1 }
+        while predict(s &+ 1) <= nowNs, steps < maximumWalk {
+            s &+= 1
+            steps += 1
+        }
         return s
     }
 }

@@ -70,15 +70,19 @@ extension RefreshModel {
                 kept.append((x, signedDelta(s.timestampNs, first.timestampNs)))
             }
             kept.sort { $0.x < $1.x }
-            var xs: [Double] = [], ys: [Double] = []
+            var xs: [Double] = []
+            var ys: [Double] = []
             for k in kept where xs.last.map({ k.x > $0 }) ?? true {
                 xs.append(k.x)
                 ys.append(k.y)
             }
-            var lowerStack = Array(repeating: 0, count: xs.count), upperStack = lowerStack
-            let envelope = shape == .flat
-                ? EnvelopeFit.minimax(count: xs.count, lowerStack: &lowerStack, upperStack: &upperStack,
-                                      x: { xs[$0] }, y: { ys[$0] })
+            var lowerStack = Array(repeating: 0, count: xs.count)
+            var upperStack = lowerStack
+            let envelope =
+                shape == .flat
+                ? EnvelopeFit.minimax(
+                    count: xs.count, lowerStack: &lowerStack, upperStack: &upperStack,
+                    x: { xs[$0] }, y: { ys[$0] })
                 : EnvelopeFit.lower(count: xs.count, stack: &lowerStack, x: { xs[$0] }, y: { ys[$0] })
             if let envelope {
                 line = envelope
@@ -102,9 +106,10 @@ extension RefreshModel {
     static func frameIndices(_ samples: [(sequence: UInt64, timestampNs: UInt64)]) -> [Double] {
         guard let first = samples.first, let last = samples.last else { return [] }
         let plain = samples.map { signedDelta($0.sequence, first.sequence) }
-        let count = signedDelta(last.sequence, first.sequence), span = signedDelta(last.timestampNs, first.timestampNs)
+        let count = signedDelta(last.sequence, first.sequence)
+        let span = signedDelta(last.timestampNs, first.timestampNs)
         guard samples.count >= 3, count > 0, span > 0,
-              zip(samples, samples.dropFirst()).allSatisfy({ $0.sequence < $1.sequence && $0.timestampNs < $1.timestampNs })
+            zip(samples, samples.dropFirst()).allSatisfy({ $0.sequence < $1.sequence && $0.timestampNs < $1.timestampNs })
         else { return plain }
         let period = span / count  // off by the slips over the run: a fraction of a % at most
         func deviation(_ i: Int) -> (steps: Double, off: Double) {

@@ -20,7 +20,7 @@ public struct ModeTimings: Sendable, Hashable, Codable {
     public var flags: UInt32
     public var name: String
 
-    public static let flagInterlace: UInt32 = 1 << 4   // DRM_MODE_FLAG_INTERLACE
+    public static let flagInterlace: UInt32 = 1 << 4  // DRM_MODE_FLAG_INTERLACE
     public static let flagDoubleScan: UInt32 = 1 << 5  // DRM_MODE_FLAG_DBLSCAN
 
     public init(
@@ -30,11 +30,18 @@ public struct ModeTimings: Sendable, Hashable, Codable {
         vrefresh: UInt32 = 0, flags: UInt32 = 0, name: String = ""
     ) {
         self.clockKHz = clockKHz
-        self.hdisplay = hdisplay; self.hsyncStart = hsyncStart; self.hsyncEnd = hsyncEnd
-        self.htotal = htotal; self.hskew = hskew
-        self.vdisplay = vdisplay; self.vsyncStart = vsyncStart; self.vsyncEnd = vsyncEnd
-        self.vtotal = vtotal; self.vscan = vscan
-        self.vrefresh = vrefresh; self.flags = flags
+        self.hdisplay = hdisplay
+        self.hsyncStart = hsyncStart
+        self.hsyncEnd = hsyncEnd
+        self.htotal = htotal
+        self.hskew = hskew
+        self.vdisplay = vdisplay
+        self.vsyncStart = vsyncStart
+        self.vsyncEnd = vsyncEnd
+        self.vtotal = vtotal
+        self.vscan = vscan
+        self.vrefresh = vrefresh
+        self.flags = flags
         self.name = name.isEmpty ? "\(hdisplay)x\(vdisplay)" : name
     }
 
@@ -57,8 +64,10 @@ public struct ModeTimings: Sendable, Hashable, Codable {
     /// CVT reduced-blanking modes vkms offers. The pixel clock is chosen so the exact
     /// rate is as close to `hertz` as a whole kHz clock allows; read `refreshRate` for it.
     public static func custom(width: UInt16 = 1024, height: UInt16 = 768, hertz: Double) -> ModeTimings {
-        let hblank: UInt16 = 160, vblank: UInt16 = 38
-        let htotal = width + hblank, vtotal = height + vblank
+        let hblank: UInt16 = 160
+        let vblank: UInt16 = 38
+        let htotal = width + hblank
+        let vtotal = height + vblank
         let clock = UInt32((hertz * Double(htotal) * Double(vtotal) / 1000).rounded())
         let rounded = UInt32(hertz.rounded())
         return ModeTimings(

@@ -7,8 +7,10 @@ public enum PagePacing {
     /// The next target: the first vblank at the subscription's rate (a multiple of `divisor`)
     /// whose wake, `workDurationNs` before it, is after `nowNs`, and after `previous` (the last
     /// target handed out). Nil when the page has no period.
-    public static func aim(_ t: VBlankTiming, divisor: UInt32, workDurationNs: UInt64, nowNs: UInt64,
-                           after previous: UInt64?) -> (sequence: UInt64, wakeNs: UInt64)? {
+    public static func aim(
+        _ t: VBlankTiming, divisor: UInt32, workDurationNs: UInt64, nowNs: UInt64,
+        after previous: UInt64?
+    ) -> (sequence: UInt64, wakeNs: UInt64)? {
         guard let first = t.nextVBlank(after: nowNs &+ workDurationNs) else { return nil }
         let d = UInt64(max(divisor, 1))
         var s = (first.sequence &+ d &- 1) / d &* d
@@ -28,8 +30,10 @@ public enum PagePacing {
 
     /// The frame for `target` as the daemon's paced tick has it: the newest vblank, the
     /// target and three more vblanks at the rate with the model's times, the generation.
-    public static func tick(_ t: VBlankTiming, subscriptionID: UInt32, target: UInt64, divisor: UInt32,
-                            skipped: UInt32) -> Tick {
+    public static func tick(
+        _ t: VBlankTiming, subscriptionID: UInt32, target: UInt64, divisor: UInt32,
+        skipped: UInt32
+    ) -> Tick {
         let d = UInt64(max(divisor, 1))
         var timelines = FrameTimelines()
         for k in 0..<UInt64(FrameTimelines.capacity) {

@@ -43,10 +43,14 @@ struct ResidualMoments {
     private var low = Double.infinity, high = -Double.infinity
 
     mutating func add(_ r: Double) {
-        n += 1; s1 += r
-        low = Swift.min(low, r); high = Swift.max(high, r)
+        n += 1
+        s1 += r
+        low = Swift.min(low, r)
+        high = Swift.max(high, r)
         let r2 = r * r
-        s2 += r2; s3 += r2 * r; s4 += r2 * r2
+        s2 += r2
+        s3 += r2 * r
+        s4 += r2 * r2
     }
 
     /// The shape, or nil with too few residuals. `entering` false applies the looser
@@ -62,7 +66,8 @@ struct ResidualMoments {
         let m4 = s4 / n - 4 * mean * s3 / n + 6 * mean * mean * s2 / n - 3 * mean * mean * mean * mean
         guard m2 > 0 else { return .centered }
         let rms = m2.squareRoot()
-        let skewness = m3 / (m2 * rms), kurtosis = m4 / (m2 * m2)
+        let skewness = m3 / (m2 * rms)
+        let kurtosis = m4 / (m2 * m2)
         let scale = entering ? 1.0 : 0.5
         guard rms >= RefreshModel.interruptSpreadNs * scale else { return .centered }
         if skewness >= RefreshModel.interruptSkewness * scale { return .skewedLate }
@@ -83,7 +88,8 @@ public struct TimingQuality: Sendable, Hashable {
     public var timestampSource: TimestampSource
 
     public init(residualsNs: [Double], timestampSource: TimestampSource) {
-        rmsNs = residualsNs.isEmpty
+        rmsNs =
+            residualsNs.isEmpty
             ? 0 : (residualsNs.reduce(0) { $0 + $1 * $1 } / Double(residualsNs.count)).squareRoot()
         p99Ns = Percentiles(residualsNs.map(abs))?.p99 ?? 0
         self.timestampSource = timestampSource
@@ -103,7 +109,9 @@ extension RefreshModel {
     public var displayTiming: (timing: DisplayTiming, flags: DisplayFlags) {
         let q = quality
         func ns(_ v: Double) -> UInt32 { v.isFinite ? UInt32(clamping: Int64(v.rounded())) : .max }
-        return (DisplayTiming(rmsNs: ns(q.rmsNs), p99Ns: ns(q.p99Ns), samples: UInt32(clamping: sampleCount)),
-                q.timestampSource == .interrupt ? .interruptTimestamps : [])
+        return (
+            DisplayTiming(rmsNs: ns(q.rmsNs), p99Ns: ns(q.p99Ns), samples: UInt32(clamping: sampleCount)),
+            q.timestampSource == .interrupt ? .interruptTimestamps : []
+        )
     }
 }

@@ -27,15 +27,23 @@ public struct VBlankTiming: Sendable, Equatable {
     public static let on: UInt32 = 0x1_0000
     public static let current: UInt32 = 0x2_0000
 
-    public init(displayID: UInt32, generation: UInt32, flags: UInt32, lastSequence: UInt64, lastTimestampNs: UInt64,
-                anchorSequence: UInt64, anchorNs: UInt64, periodWholeNs: UInt64, periodFraction: UInt32,
-                refreshMillihertz: UInt64, minimumIntervalNs: UInt64 = 0, maximumIntervalNs: UInt64 = 0, updatedNs: UInt64) {
-        self.displayID = displayID; self.generation = generation; self.flags = flags
-        self.lastSequence = lastSequence; self.lastTimestampNs = lastTimestampNs
-        self.anchorSequence = anchorSequence; self.anchorNs = anchorNs
-        self.periodWholeNs = periodWholeNs; self.periodFraction = periodFraction
+    public init(
+        displayID: UInt32, generation: UInt32, flags: UInt32, lastSequence: UInt64, lastTimestampNs: UInt64,
+        anchorSequence: UInt64, anchorNs: UInt64, periodWholeNs: UInt64, periodFraction: UInt32,
+        refreshMillihertz: UInt64, minimumIntervalNs: UInt64 = 0, maximumIntervalNs: UInt64 = 0, updatedNs: UInt64
+    ) {
+        self.displayID = displayID
+        self.generation = generation
+        self.flags = flags
+        self.lastSequence = lastSequence
+        self.lastTimestampNs = lastTimestampNs
+        self.anchorSequence = anchorSequence
+        self.anchorNs = anchorNs
+        self.periodWholeNs = periodWholeNs
+        self.periodFraction = periodFraction
         self.refreshMillihertz = refreshMillihertz
-        self.minimumIntervalNs = minimumIntervalNs; self.maximumIntervalNs = maximumIntervalNs
+        self.minimumIntervalNs = minimumIntervalNs
+        self.maximumIntervalNs = maximumIntervalNs
         self.updatedNs = updatedNs
     }
 
@@ -76,10 +84,12 @@ public struct VBlankTiming: Sendable, Equatable {
         var sequence = frames >= 0 ? anchorSequence &+ UInt64(frames) : anchorSequence &- UInt64(-frames)
         var time = timestamp(ofSequence: sequence)
         while time > timeNs, sequence > 0, timestamp(ofSequence: sequence &- 1) > timeNs {
-            sequence &-= 1; time = timestamp(ofSequence: sequence)
+            sequence &-= 1
+            time = timestamp(ofSequence: sequence)
         }
         while time <= timeNs {
-            sequence &+= 1; time = timestamp(ofSequence: sequence)
+            sequence &+= 1
+            time = timestamp(ofSequence: sequence)
         }
         return (sequence, time)
     }

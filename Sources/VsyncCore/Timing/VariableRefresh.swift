@@ -9,7 +9,9 @@ public struct VariableRefreshState: Sendable, Hashable {
     public var range: EDIDRefreshRange?
 
     public init(capable: Bool, enabled: Bool, range: EDIDRefreshRange? = nil) {
-        self.capable = capable; self.enabled = enabled; self.range = range
+        self.capable = capable
+        self.enabled = enabled
+        self.range = range
     }
 
     /// Vblanks vary: the monitor can and the compositor turned it on.
@@ -36,7 +38,8 @@ public struct VariableRefreshTiming: Sendable, Equatable {
     }
 
     public init(shortestNs: UInt64, longestNs: UInt64) {
-        self.shortestNs = shortestNs; self.longestNs = longestNs
+        self.shortestNs = shortestNs
+        self.longestNs = longestNs
     }
 
     /// The earliest vblank `sequence` can be, from the newest vblank seen: k frames after it

@@ -28,7 +28,8 @@ public struct ReplaySpeed: Sendable, Equatable, CustomStringConvertible {
         guard let whole = parts.first, !whole.isEmpty, whole.count <= 9, whole.allSatisfy(\.isASCIIDigitCharacter) else { return nil }
         let fraction = parts.count > 1 ? parts[1] : ""
         guard parts.count == 1 || !fraction.isEmpty, fraction.count <= Self.maxDecimals,
-              fraction.allSatisfy(\.isASCIIDigitCharacter) else { return nil }
+            fraction.allSatisfy(\.isASCIIDigitCharacter)
+        else { return nil }
         var scale: UInt64 = 1
         for _ in 0..<fraction.count { scale *= 10 }
         guard let w = UInt64(whole) else { return nil }
@@ -66,8 +67,9 @@ public struct ReplaySpeed: Sendable, Equatable, CustomStringConvertible {
             let scaled = (UInt64(value) * numerator * 2 + denominator) / (2 * denominator)
             return UInt16(min(scaled, UInt64(UInt16.max)))
         }
-        return VariableRefreshState(capable: state.capable, enabled: state.enabled,
-                                    range: EDIDRefreshRange(minimumHz: hz(range.minimumHz), maximumHz: hz(range.maximumHz)))
+        return VariableRefreshState(
+            capable: state.capable, enabled: state.enabled,
+            range: EDIDRefreshRange(minimumHz: hz(range.minimumHz), maximumHz: hz(range.maximumHz)))
     }
 
     private static func gcd(_ a: UInt64, _ b: UInt64) -> UInt64 {

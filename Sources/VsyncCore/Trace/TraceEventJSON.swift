@@ -6,7 +6,9 @@ public enum TraceEventJSON {
     public static func encode(_ trace: VBlankTrace) -> String {
         var events: [String] = []
         for d in trace.displays {
-            events.append(#"{"name":"process_name","ph":"M","pid":\#(d.id),"args":{"name":"\#(escape("\(d.connector) (\(d.device) CRTC \(d.crtcID))"))"}}"#)
+            events.append(
+                #"{"name":"process_name","ph":"M","pid":\#(d.id),"args":{"name":"\#(escape("\(d.connector) (\(d.device) CRTC \(d.crtcID))"))"}}"#
+            )
         }
         // Each vblank's slice ends at the display's next vblank: find it per display.
         var last: [UInt32: (sequence: UInt64, timestampNs: UInt64)] = [:]
@@ -14,17 +16,17 @@ public enum TraceEventJSON {
         var instants: [(display: UInt32, time: UInt64, name: String)] = []
         for event in trace.events {
             switch event {
-            case let .vblank(id, s, t):
+            case .vblank(let id, let s, let t):
                 if let p = last[id], s > p.sequence, t > p.timestampNs {
                     slices.append((id, p.sequence, p.timestampNs, t, s - p.sequence - 1))
                 }
                 last[id] = (s, t)
-            case let .mode(t, id, w, h, r):
+            case .mode(let t, let id, let w, let h, let r):
                 instants.append((id, t, "mode \(w)x\(h) \(r)"))
-            case let .off(t, id):
+            case .off(let t, let id):
                 instants.append((id, t, "off"))
                 last[id] = nil
-            case let .variableRefreshEnabled(t, id, on):
+            case .variableRefreshEnabled(let t, let id, let on):
                 instants.append((id, t, "variable refresh \(on ? "on" : "off")"))
             case .variableRefreshCapable, .refreshRange:
                 continue  // what the monitor can do, not something that happened
@@ -33,7 +35,11 @@ public enum TraceEventJSON {
         // In time order, as a reader of the file expects.
         var timed: [(time: UInt64, json: String)] = []
         for s in slices {
-            timed.append((s.start, #"{"name":"frame \#(s.sequence)","ph":"X","pid":\#(s.display),"tid":1,"ts":\#(micros(s.start)),"dur":\#(micros(s.end - s.start)),"args":{"sequence":\#(s.sequence),"missedAfter":\#(s.missed)}}"#))
+            timed.append(
+                (
+                    s.start,
+                    #"{"name":"frame \#(s.sequence)","ph":"X","pid":\#(s.display),"tid":1,"ts":\#(micros(s.start)),"dur":\#(micros(s.end - s.start)),"args":{"sequence":\#(s.sequence),"missedAfter":\#(s.missed)}}"#
+                ))
         }
         for i in instants {
             timed.append((i.time, #"{"name":"\#(escape(i.name))","ph":"i","s":"p","pid":\#(i.display),"tid":1,"ts":\#(micros(i.time))}"#))

@@ -29,7 +29,10 @@ public struct VBlankTrace: Sendable, Equatable {
         public var crtcID: UInt32
         public var connector: String
         public init(id: UInt32, device: String, crtcID: UInt32, connector: String) {
-            self.id = id; self.device = device; self.crtcID = crtcID; self.connector = connector
+            self.id = id
+            self.device = device
+            self.crtcID = crtcID
+            self.connector = connector
         }
     }
 
@@ -58,7 +61,9 @@ public struct VBlankTrace: Sendable, Equatable {
     public var events: [Event]
 
     public init(comments: [String] = [], displays: [Display] = [], events: [Event] = []) {
-        self.comments = comments; self.displays = displays; self.events = events
+        self.comments = comments
+        self.displays = displays
+        self.events = events
     }
 
     // MARK: - Writing
@@ -71,12 +76,12 @@ public struct VBlankTrace: Sendable, Equatable {
 
     public static func line(_ event: Event) -> String {
         switch event {
-        case let .mode(t, id, w, h, r): "mode \(t) \(id) \(w)x\(h) \(r.numerator)/\(r.denominator)"
-        case let .off(t, id): "off \(t) \(id)"
-        case let .vblank(id, s, t): "vblank \(id) \(s) \(t)"
-        case let .variableRefreshCapable(t, id, on): "vrr-capable \(t) \(id) \(on ? 1 : 0)"
-        case let .refreshRange(t, id, r): "vrr-range \(t) \(id) \(r?.minimumHz ?? 0) \(r?.maximumHz ?? 0)"
-        case let .variableRefreshEnabled(t, id, on): "vrr-enabled \(t) \(id) \(on ? 1 : 0)"
+        case .mode(let t, let id, let w, let h, let r): "mode \(t) \(id) \(w)x\(h) \(r.numerator)/\(r.denominator)"
+        case .off(let t, let id): "off \(t) \(id)"
+        case .vblank(let id, let s, let t): "vblank \(id) \(s) \(t)"
+        case .variableRefreshCapable(let t, let id, let on): "vrr-capable \(t) \(id) \(on ? 1 : 0)"
+        case .refreshRange(let t, let id, let r): "vrr-range \(t) \(id) \(r?.minimumHz ?? 0) \(r?.maximumHz ?? 0)"
+        case .variableRefreshEnabled(let t, let id, let on): "vrr-enabled \(t) \(id) \(on ? 1 : 0)"
         }
     }
 
@@ -112,7 +117,8 @@ public struct VBlankTrace: Sendable, Equatable {
                     throw ParseError(line: number, reason: "not a vsync trace: the first line must be '\(Self.header)'")
                 }
                 guard let v = Int(words[1]), v >= 1, v <= Self.version else {
-                    throw ParseError(line: number, reason: "trace version \(words[1]) is newer than this reader's \(Self.version): update vsyncd")
+                    throw ParseError(
+                        line: number, reason: "trace version \(words[1]) is newer than this reader's \(Self.version): update vsyncd")
                 }
                 sawHeader = true
                 continue
@@ -143,30 +149,41 @@ public struct VBlankTrace: Sendable, Equatable {
                 displays.append(Display(id: id, device: String(w[2]), crtcID: try int(3, "a CRTC id"), connector: String(w[4])))
             case "mode":
                 guard w.count == 5 else { throw ParseError(line: number, reason: "'mode' wants TIME ID WIDTHxHEIGHT NUM/DEN") }
-                let size = w[3].split(separator: "x"), rate = w[4].split(separator: "/")
+                let size = w[3].split(separator: "x")
+                let rate = w[4].split(separator: "/")
                 guard size.count == 2, let width = UInt16(size[0]), let height = UInt16(size[1]),
-                      rate.count == 2, let num = UInt64(rate[0]), let den = UInt64(rate[1]), num > 0, den > 0
+                    rate.count == 2, let num = UInt64(rate[0]), let den = UInt64(rate[1]), num > 0, den > 0
                 else { throw ParseError(line: number, reason: "'mode' wants WIDTHxHEIGHT and a refresh NUM/DEN above 0") }
-                events.append(.mode(timeNs: try int(1, "a time in ns"), display: try display(2), width: width, height: height,
-                                    refresh: RefreshRate(numerator: num, denominator: den)))
+                events.append(
+                    .mode(
+                        timeNs: try int(1, "a time in ns"), display: try display(2), width: width, height: height,
+                        refresh: RefreshRate(numerator: num, denominator: den)))
             case "off":
                 guard w.count == 3 else { throw ParseError(line: number, reason: "'off' wants TIME ID") }
                 events.append(.off(timeNs: try int(1, "a time in ns"), display: try display(2)))
             case "vblank":
                 guard w.count == 4 else { throw ParseError(line: number, reason: "'vblank' wants ID SEQUENCE TIMESTAMP") }
-                events.append(.vblank(display: try display(1), sequence: try int(2, "a sequence"), timestampNs: try int(3, "a timestamp in ns")))
+                events.append(
+                    .vblank(display: try display(1), sequence: try int(2, "a sequence"), timestampNs: try int(3, "a timestamp in ns")))
             case "vrr-capable", "vrr-enabled":
-                guard w.count == 4, w[3] == "0" || w[3] == "1" else { throw ParseError(line: number, reason: "'\(w[0])' wants TIME ID 0|1") }
+                guard w.count == 4, w[3] == "0" || w[3] == "1" else {
+                    throw ParseError(line: number, reason: "'\(w[0])' wants TIME ID 0|1")
+                }
                 let (t, id, on): (UInt64, UInt32, Bool) = (try int(1, "a time in ns"), try display(2), w[3] == "1")
-                events.append(w[0] == "vrr-capable" ? .variableRefreshCapable(timeNs: t, display: id, on) : .variableRefreshEnabled(timeNs: t, display: id, on))
+                events.append(
+                    w[0] == "vrr-capable"
+                        ? .variableRefreshCapable(timeNs: t, display: id, on) : .variableRefreshEnabled(timeNs: t, display: id, on))
             case "vrr-range":
                 guard w.count == 5 else { throw ParseError(line: number, reason: "'vrr-range' wants TIME ID MIN_HZ MAX_HZ") }
-                let minimum: UInt16 = try int(3, "a minimum rate in Hz"), maximum: UInt16 = try int(4, "a maximum rate in Hz")
+                let minimum: UInt16 = try int(3, "a minimum rate in Hz")
+                let maximum: UInt16 = try int(4, "a maximum rate in Hz")
                 guard minimum <= maximum, (minimum == 0) == (maximum == 0) else {
                     throw ParseError(line: number, reason: "'vrr-range' wants 0 < MIN_HZ ≤ MAX_HZ, or 0 0 for none")
                 }
-                events.append(.refreshRange(timeNs: try int(1, "a time in ns"), display: try display(2),
-                                            minimum == 0 ? nil : EDIDRefreshRange(minimumHz: minimum, maximumHz: maximum)))
+                events.append(
+                    .refreshRange(
+                        timeNs: try int(1, "a time in ns"), display: try display(2),
+                        minimum == 0 ? nil : EDIDRefreshRange(minimumHz: minimum, maximumHz: maximum)))
             default:
                 continue  // a kind from a newer writer: skipped, as the format promises
             }

@@ -1,0 +1,1 @@
+../VsyncCore/Protocol/Tick.swift
