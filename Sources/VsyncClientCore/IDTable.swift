@@ -3,29 +3,41 @@
 /// path looks a subscription up twice per frame, and a Dictionary's hash of the key cost more
 /// than the rest of the lookup (libvsync's callgrind counts, docs/PERFORMANCE.md). Values are
 /// changed in place through `subscript(at:)`, so a hot field's update copies nothing else.
-struct IDTable<Value> {
-    /// Ascending; `values[i]` belongs to `ids[i]`.
-    private var ids: [UInt32] = []
-    private var values: [Value] = []
+/// Public for DisplayLink, whose reader thread finds a frame's link the same way.
+public struct IDTable<Value> {
+    /// Ascending; `values[i]` belongs to `ids[i]`. Inlinable, so a lookup from another module is
+    /// specialized for its value type rather than run through generic code.
+    @usableFromInline var ids: [UInt32] = []
+    @usableFromInline var values: [Value] = []
 
-    var count: Int { ids.count }
-    var isEmpty: Bool { ids.isEmpty }
+    @inlinable
+    public init() {}
+
+    @inlinable
+    public var count: Int { ids.count }
+    @inlinable
+    public var isEmpty: Bool { ids.isEmpty }
     /// The ids, ascending.
-    var keys: [UInt32] { ids }
+    @inlinable
+    public var keys: [UInt32] { ids }
 
     /// Where `id` is, for `subscript(at:)`; valid until the next insertion or removal.
-    func index(of id: UInt32) -> Int? {
+    @inlinable
+    public func index(of id: UInt32) -> Int? {
         for i in ids.indices where ids[i] == id { return i }
         return nil
     }
 
-    subscript(at index: Int) -> Value {
-        get { values[index] }
+    @inlinable
+    public subscript(at index: Int) -> Value {
+        // Read in place: reading one field of a slot copies nothing else.
+        _read { yield values[index] }
         _modify { yield &values[index] }
     }
 
     /// As Dictionary's: nil reads an absent id; assigning nil removes it.
-    subscript(id: UInt32) -> Value? {
+    @inlinable
+    public subscript(id: UInt32) -> Value? {
         get { index(of: id).map { values[$0] } }
         set {
             if let i = index(of: id) {
@@ -44,22 +56,32 @@ struct IDTable<Value> {
         }
     }
 
+    @inlinable
     @discardableResult
-    mutating func removeValue(forKey id: UInt32) -> Value? {
+    public mutating func removeValue(forKey id: UInt32) -> Value? {
         guard let i = index(of: id) else { return nil }
         ids.remove(at: i)
         return values.remove(at: i)
     }
 
-    mutating func removeAll() {
+    @inlinable
+    public mutating func removeAll() {
         ids.removeAll()
         values.removeAll()
     }
 
-    func contains(where predicate: (Value) -> Bool) -> Bool { values.contains(where: predicate) }
+    @inlinable
+    public func contains(where predicate: (Value) -> Bool) -> Bool {
+        // Through the buffer, so each value is lent to `predicate` rather than copied out.
+        values.withUnsafeBufferPointer { buffer in
+            for i in buffer.indices where predicate(buffer[i]) { return true }
+            return false
+        }
+    }
 
     /// Removes the entries whose id `drop` accepts.
-    mutating func removeAll(where drop: (UInt32) -> Bool) {
+    @inlinable
+    public mutating func removeAll(where drop: (UInt32) -> Bool) {
         var i = 0
         while i < ids.count {
             if drop(ids[i]) {
@@ -72,7 +94,8 @@ struct IDTable<Value> {
     }
 
     /// The entries in id order.
-    var entries: Zip2Sequence<[UInt32], [Value]> { zip(ids, values) }
+    @inlinable
+    public var entries: Zip2Sequence<[UInt32], [Value]> { zip(ids, values) }
 }
 
 extension IDTable: Sendable where Value: Sendable {}

@@ -16,15 +16,8 @@ extension VsyncClient {
         var resetSeen = false
         reading: while socketFD >= 0 {
             let fd = socketFD
-            let count = buffers.withUnsafeMutableBytes { raw in
-                lengths.withUnsafeMutableBufferPointer { lens in
-                    receivedFDs.withUnsafeMutableBufferPointer { fds in
-                        vsync_sys_recv_batch(
-                            fd, raw.baseAddress!.assumingMemoryBound(to: UInt8.self), size,
-                            Int32(Self.batch), lens.baseAddress, fds.baseAddress, wait)
-                    }
-                }
-            }
+            let count = vsync_sys_recv_batch(fd, buffers.baseAddress!.assumingMemoryBound(to: UInt8.self), size,
+                                             Int32(Self.batch), lengths.baseAddress, receivedFDs.baseAddress, wait)
             wait = 0
             if count < 0 {
                 // A reset is reported once, ahead of what is still queued: read on for the
@@ -100,25 +93,27 @@ extension VsyncClient {
         // the general path, which settles that.
         if !awaitingPage {
             var failure: WireError?
-            let handled = buffers.withUnsafeBytes { raw -> Bool in
-                do throws(WireError) {
-                    let bytes = UnsafeRawBufferPointer(rebasing: raw[offset..<(offset + length)])
-                    guard let tick = try ServerMessage.decodeTick(bytes) else { return false }
+            let handled: Bool
+            do throws(WireError) {
+                let bytes = UnsafeRawBufferPointer(rebasing: buffers[offset..<(offset + length)])
+                if let tick = try ServerMessage.decodeTick(bytes) {
                     coalesce(tick, received: received)
-                } catch {
-                    failure = error
+                    handled = true
+                } else {
+                    handled = false
                 }
-                return true
+            } catch {
+                failure = error
+                handled = true
             }
             if let failure { report(.protocolViolation(failure.description)) }
             if handled { return }
         }
-        let decoded = buffers.withUnsafeBytes { raw -> Result<ServerMessage?, WireError> in
-            do throws(WireError) {
-                return .success(try ServerMessage.decode(UnsafeRawBufferPointer(rebasing: raw[offset..<(offset + length)])))
-            } catch {
-                return .failure(error)
-            }
+        let decoded: Result<ServerMessage?, WireError>
+        do throws(WireError) {
+            decoded = .success(try ServerMessage.decode(UnsafeRawBufferPointer(rebasing: buffers[offset..<(offset + length)])))
+        } catch {
+            decoded = .failure(error)
         }
         let message: ServerMessage?
         switch decoded {

@@ -21,7 +21,7 @@ struct PagePacer {
 extension VsyncClient {
     /// Hands out the frames whose wake is due and aims the next; returns the frames added.
     func pagePace(now: UInt64) -> Int {
-        guard !pagePacers.isEmpty || subscriptions.contains(where: isPagePaced) else { return 0 }
+        guard !pagePacers.isEmpty || hasPagePacedSubscription else { return 0 }
         var frames = 0
         for id in subscriptions.keys {
             guard let info = subscriptions[id], isPagePaced(info), let displayID = info.display?.displayID,
@@ -75,6 +75,12 @@ extension VsyncClient {
         }
         if pagePacers.count > subscriptions.count { pagePacers.removeAll { subscriptions.index(of: $0) == nil } }
         return frames
+    }
+
+    /// Asked on every dispatch: each subscription is looked at in place, not copied out.
+    private var hasPagePacedSubscription: Bool {
+        for i in 0..<subscriptions.count where isPagePaced(subscriptions[at: i]) { return true }
+        return false
     }
 
     /// The earliest page-paced wake, 0 for none: `updateTimer` arms the timerfd for it.

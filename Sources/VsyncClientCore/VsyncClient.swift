@@ -117,12 +117,14 @@ public final class VsyncClient {
     var events: [ClientEvent] = []
     var eventCursor = 0
 
-    // Storage reused on every read, so a tick allocates nothing.
+    // Storage reused on every read, so a tick allocates nothing. Allocated once and held by
+    // pointer: an array property would cost a runtime exclusivity check at every access, on
+    // every frame.
     static let batch = 8
-    var buffers = [UInt8](repeating: 0, count: VsyncClient.batch * WireProtocol.maxMessageSize)
-    var lengths = [Int32](repeating: 0, count: VsyncClient.batch)
+    let buffers: UnsafeMutableRawBufferPointer
+    let lengths: UnsafeMutableBufferPointer<Int32>
     /// The descriptor each datagram carried (SCM_RIGHTS), or -1: only TIMING_PAGE's is kept.
-    var receivedFDs = [Int32](repeating: -1, count: VsyncClient.batch)
+    let receivedFDs: UnsafeMutableBufferPointer<Int32>
     var pendingTicks: [(tick: Tick, replaced: UInt32, received: UInt64)] = []
 
     /// Creates the client; it connects when the first subscription is made, or on ``connect(timeoutNs:)``.
@@ -147,11 +149,20 @@ public final class VsyncClient {
         }
         epollFD = ep
         timerFD = timer
+        buffers = .allocate(byteCount: Self.batch * WireProtocol.maxMessageSize, alignment: 8)
+        buffers.initializeMemory(as: UInt8.self, repeating: 0)
+        lengths = .allocate(capacity: Self.batch)
+        lengths.initialize(repeating: 0)
+        receivedFDs = .allocate(capacity: Self.batch)
+        receivedFDs.initialize(repeating: -1)
         pendingTicks.reserveCapacity(4)
         events.reserveCapacity(8)
     }
 
     deinit {
+        buffers.deallocate()
+        lengths.deallocate()
+        receivedFDs.deallocate()
         if socketFD >= 0 { _ = vsync_sys_close(socketFD) }
         _ = vsync_sys_close(timerFD)
         _ = vsync_sys_close(epollFD)
