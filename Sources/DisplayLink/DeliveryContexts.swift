@@ -87,24 +87,37 @@ struct DeliveryContexts {
     }
 
     /// Puts `frame` in every context's mailbox. `inlineQueue` is the queue the reader thread is
-    /// running on inside `sync`, if any. Returns the wake-ups to make and the contexts whose
-    /// handler the reader thread runs itself, after every link of the read has its frame.
-    mutating func put(_ frame: DisplayLink.Frame, inlineOn inlineQueue: DispatchQueue?) -> (Wakeups, [Context]) {
+    /// running on inside `sync`, if any. Returns the wake-ups to make and the context whose
+    /// handler the reader thread runs itself, if any: the reader thread (``DisplayLink/start()``)
+    /// or the inline queue, never both, since a link has either a queue or the reader thread.
+    mutating func put(_ frame: DisplayLink.Frame, inlineOn inlineQueue: DispatchQueue?) -> (Wakeups, Context?) {
         var w = Wakeups()
-        var here: [Context] = []
+        var here: Context?
         if direct {
             _ = directMailbox.put(frame)
-            here.append(.readerThread)
+            here = .readerThread
         }
         for i in runLoops.indices where runLoops[i].mailbox.put(frame) {
             w.timers.append(runLoops[i].timer)
         }
         if let queue {
             let poke = queueMailbox.put(frame)
-            if queue === inlineQueue { here.append(.queue) } else if poke { w.queue = queue }
+            if queue === inlineQueue { here = .queue } else if poke { w.queue = queue }
         }
-        w.streams = streams.values.compactMap(\.stream)
+        if !streams.isEmpty { w.streams = streams.values.compactMap(\.stream) }
         return (w, here)
+    }
+
+    /// A read's only frame, when the reader thread is the link's one context (``DisplayLink/start()``,
+    /// or its one queue while the reader runs inline on it): the frame passes straight through
+    /// that context's mailbox (``Mailbox/pass(_:)``) to the handler. Nil when the link has any
+    /// other context: `put` serves them all then.
+    mutating func pass(_ frame: DisplayLink.Frame, inlineOn inlineQueue: DispatchQueue?)
+        -> (frame: DisplayLink.Frame, events: [Mailbox.Event])? {
+        guard runLoops.isEmpty, streams.isEmpty else { return nil }
+        if direct && queue == nil { return directMailbox.pass(frame) }
+        if !direct, let queue, queue === inlineQueue { return queueMailbox.pass(frame) }
+        return nil
     }
 
     /// Queues an error or display change in the mailbox of the link's first context. True in

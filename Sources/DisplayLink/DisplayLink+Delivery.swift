@@ -5,14 +5,12 @@ import VsyncCore
 
 // Delivery: what the reader thread hands a link, how each context is woken, and the handler runs.
 extension DisplayLink {
-    /// The frame a callback runs for, bound for the callback's duration on its own thread, so
-    /// the frame properties read that context's frame (see ``currentFrame``).
+    /// The frame a callback runs for, bound for the callback's duration on its own thread
+    /// (``CallbackFrame``), so the frame properties read that context's frame (see ``currentFrame``).
     struct DeliveredFrame: Sendable {
         let link: ObjectIdentifier
         let frame: Frame
     }
-
-    @TaskLocal static var delivering: DeliveredFrame?
 
     /// A handler the reader thread runs itself, after every link of its read has its frame:
     /// a ``start()``ed link's, or a queue link's while the reader is inside `sync` on that queue.
@@ -26,15 +24,25 @@ extension DisplayLink {
     /// Runs on the context that was woken (its run loop, its queue, or the reader thread):
     /// takes what its mailbox holds and calls the handlers outside the lock.
     func fire(_ context: DeliveryContexts.Context) {
-        let work = withState { s -> (Frame?, [Mailbox.Event], (@Sendable (DisplayLink) -> Void)?)? in
+        let work = withState { s -> Taken? in
             guard s.valid, let (frame, events) = s.contexts.take(context) else { return nil }
             if let frame { s.lastFrame = frame }
-            return (frame, events, s.handler)
+            return Taken(frame: frame, events: events, handler: s.handler)
         }
-        guard let (frame, events, handler) = work else { return }
-        dispatch(events)
-        guard let frame, let handler else { return }
-        Self.$delivering.withValue(DeliveredFrame(link: ObjectIdentifier(self), frame: frame)) { handler(self) }
+        if let work { run(work) }
+    }
+
+    /// What a context took from its mailbox, with the handler to call, for outside the lock.
+    struct Taken {
+        let frame: Frame?
+        let events: [Mailbox.Event]
+        let handler: (@Sendable (DisplayLink) -> Void)?
+    }
+
+    private func run(_ work: Taken) {
+        dispatch(work.events)
+        guard let frame = work.frame, let handler = work.handler else { return }
+        CallbackFrame.with(DeliveredFrame(link: ObjectIdentifier(self), frame: frame)) { handler(self) }
     }
 
     private func dispatch(_ events: [Mailbox.Event]) {
@@ -59,20 +67,56 @@ extension DisplayLink {
     }
 
     /// A frame from the reader thread: the newest for this link in its read. `inlineQueue` is
-    /// the queue the reader thread is running on inside `sync`, if any. Returns the handlers
-    /// the reader thread must run itself.
-    func connectionDidDeliver(_ frame: Frame, inlineOn inlineQueue: DispatchQueue?, into runs: inout [PendingRun]) {
-        let delivery = withState { s -> (DeliveryContexts.Wakeups, [DeliveryContexts.Context])? in
-            guard s.valid, !isPaused(s) else { return nil }
-            let (wakeups, here) = s.contexts.put(frame, inlineOn: inlineQueue)
-            if !wakeups.streams.isEmpty && s.contexts.runLoops.isEmpty && s.contexts.queue == nil && !s.contexts.direct {
-                s.lastFrame = frame
-            }
-            return (wakeups, here)
+    /// the queue the reader thread is running on inside `sync`, if any; `pauses` the link's pause
+    /// count when the core read the frame. Adds the handler the reader thread must run itself to
+    /// `runs`, to be run after every link of the read has its frame.
+    func connectionDidDeliver(_ frame: Frame, pauses: UInt32, inlineOn inlineQueue: DispatchQueue?,
+                              into runs: inout [PendingRun]) {
+        let delivery = withState { s -> (DeliveryContexts.Wakeups, DeliveryContexts.Context?)? in
+            guard s.valid, !isPaused(s, since: pauses) else { return nil }
+            return put(frame, &s, inlineOn: inlineQueue)
         }
         guard let (wakeups, here) = delivery else { return }
         perform(wakeups, frame: frame)
-        for context in here { runs.append(PendingRun(link: self, context: context)) }
+        if let here { runs.append(PendingRun(link: self, context: here)) }
+    }
+
+    /// The only event of a read. When the reader thread is the link's one context, the frame
+    /// passes through its mailbox to the handler, which runs at once (no other link waits for a
+    /// frame): one lock on the link. Otherwise as above, with the handlers run after it.
+    func connectionDidDeliver(_ frame: Frame, pauses: UInt32, inlineOn inlineQueue: DispatchQueue?) {
+        enum Handoff {
+            case dropped
+            case here(Taken)
+            case put(DeliveryContexts.Wakeups, DeliveryContexts.Context?)
+        }
+        let handoff = withState { s -> Handoff in
+            guard s.valid, !isPaused(s, since: pauses) else { return .dropped }
+            if let (passed, events) = s.contexts.pass(frame, inlineOn: inlineQueue) {
+                s.lastFrame = passed
+                return .here(Taken(frame: passed, events: events, handler: s.handler))
+            }
+            let (wakeups, here) = put(frame, &s, inlineOn: inlineQueue)
+            return .put(wakeups, here)
+        }
+        switch handoff {
+        case .dropped:
+            return
+        case .here(let work):
+            run(work)
+        case .put(let wakeups, let here):
+            perform(wakeups, frame: frame)
+            if let here { fire(here) }
+        }
+    }
+
+    private func put(_ frame: Frame, _ s: inout State, inlineOn inlineQueue: DispatchQueue?)
+        -> (DeliveryContexts.Wakeups, DeliveryContexts.Context?) {
+        let (wakeups, here) = s.contexts.put(frame, inlineOn: inlineQueue)
+        if !wakeups.streams.isEmpty && s.contexts.runLoops.isEmpty && s.contexts.queue == nil && !s.contexts.direct {
+            s.lastFrame = frame
+        }
+        return (wakeups, here)
     }
 
     func connectionDidSubscribe(_ answer: Subscribed) {

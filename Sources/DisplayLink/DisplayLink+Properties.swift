@@ -12,7 +12,7 @@ extension DisplayLink {
     /// too, so inside a callback they always come from the same frame; outside one, read this
     /// property once rather than several of them.
     public var currentFrame: Frame? {
-        if let delivered = Self.delivering, delivered.link == ObjectIdentifier(self) { return delivered.frame }
+        if let delivered = CallbackFrame.current, delivered.link == ObjectIdentifier(self) { return delivered.frame }
         return withState { $0.lastFrame }
     }
 

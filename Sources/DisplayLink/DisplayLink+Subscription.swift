@@ -70,12 +70,15 @@ extension DisplayLink {
         }
     }
 
-    /// Paused, from whichever owner holds the settings: checked for every frame, since a frame
-    /// the core read before a pause may reach the link after it.
-    func isPaused(_ s: State) -> Bool {
+    /// Whether a frame the core read when the link's pause count was `pauses` must be dropped:
+    /// checked for every frame, since a frame read before a pause may reach the link after it.
+    /// The core hands out no frame of a paused subscription, so a subscribed link was running
+    /// when the frame was read, and was paused since exactly when its count moved; no need to
+    /// ask the core (its lock) on every frame.
+    func isPaused(_ s: State, since pauses: UInt32) -> Bool {
         switch s.subscription {
         case .none(let settings, _): settings.paused
-        case .subscribed(let id): connection.isPaused(id)
+        case .subscribed: self.pauses.load(ordering: .relaxed) != pauses
         }
     }
 
@@ -103,7 +106,12 @@ extension DisplayLink {
                 var new = old
                 body(&new)
                 connection.apply(id, from: old, to: new)
-                if new.paused && !old.paused { s.contexts.dropFrames() }
+                if new.paused && !old.paused {
+                    // Counted after the core has it: a reader that ran the core before saw the
+                    // old count, and sees this one once it takes the link's lock after this.
+                    pauses.wrappingAdd(1, ordering: .relaxed)
+                    s.contexts.dropFrames()
+                }
                 return (old, new)
             }
         }

@@ -45,6 +45,11 @@ public final class DisplayLink: Sendable {
 
     let connection: DisplayLinkConnection
     private let state: Mutex<State>
+    /// How many times the link was paused while subscribed. The reader thread reads it when the
+    /// core hands it a frame (under the core's lock) and again when it gives the frame to the link
+    /// (under the link's): a frame is dropped if the count moved in between, so a pause always
+    /// stops the frames read before it without the core's lock on every frame.
+    let pauses = Atomic<UInt32>(0)
 
     struct State {
         var handler: (@Sendable (DisplayLink) -> Void)?

@@ -57,7 +57,8 @@ final class DisplayLinkConnection: Sendable {
         var core: Core?
         var client: VsyncClient? { core?.client }
         var coreError: DisplayLinkError?
-        var links: [UInt32: DisplayLink] = [:]
+        /// By subscription id; scanned, not hashed, on every frame (a process has a few links).
+        var links = IDTable<DisplayLink>()
         var inline = InlineDelivery()
         var readerRunning = false
         /// Reader threads started so far (tests check that one ends and the next starts).
@@ -71,7 +72,7 @@ final class DisplayLinkConnection: Sendable {
     /// live as long as the process), so a reader never meets an unmapped page.
     let timingPage: TimingPageMapping?
     private let state: Mutex<State>
-    /// The thread holding the core lock (0: none), for the lock-order assertion.
+    /// The thread holding the core lock (0: none), for the lock-order assertion (debug builds).
     private let coreHolder = Atomic<UInt>(0)
 
     private init(socketPath: String) {
@@ -93,8 +94,10 @@ final class DisplayLinkConnection: Sendable {
 
     private func withCore<R>(_ body: (inout State) -> R) -> R {
         state.withLock { s in
+            #if DEBUG
             coreHolder.store(UInt(pthread_self()), ordering: .relaxed)
             defer { coreHolder.store(0, ordering: .relaxed) }
+            #endif
             return body(&s)
         }
     }
@@ -167,8 +170,6 @@ final class DisplayLinkConnection: Sendable {
 
     func subscription(_ id: UInt32) -> SubscriptionInfo? { withCore { $0.client?.subscription(id) } }
 
-    func isPaused(_ id: UInt32) -> Bool { withCore { $0.client?.subscription(id)?.paused ?? false } }
-
     /// Sends what changed between two settings of a subscription.
     func apply(_ id: UInt32, from old: DisplayLink.Settings, to new: DisplayLink.Settings) {
         guard old != new else { return }
@@ -185,10 +186,27 @@ final class DisplayLinkConnection: Sendable {
     // MARK: The reader thread
 
     /// One event of the core for one link, collected under the core lock, delivered after it.
-    private typealias Delivery = (link: DisplayLink, event: ClientEvent)
+    /// `pauses` is the link's pause count when the core read the event (``DisplayLink/pauses``).
+    private typealias Delivery = (link: DisplayLink, event: ClientEvent, pauses: UInt32)
 
+    /// What a turn of the reader decided under the core lock, besides the events it took.
+    private struct Turn {
+        /// The queue this turn delivers inline on (decided before its wait for the queue counted).
+        var inline: DispatchQueue?
+        /// The queue the next turn enters with `sync`, if any.
+        var next: DispatchQueue?
+        /// No link is left and the core closed its socket: the thread ends.
+        var end = false
+        /// The read's one event when it was a frame (the usual read), kept out of the batch.
+        var single: (link: DisplayLink, frame: ClientFrame, pauses: UInt32)?
+    }
+
+    /// Each turn takes the core lock once: a wake-up of the reader is one lock on the core and,
+    /// for a frame of one link, one on the link.
     private func run() {
-        guard let fd = withCore({ $0.client?.fileDescriptor }) else { return }
+        guard let start = withCore({ s in s.client.map { ($0.fileDescriptor, s.inline.queue) } }) else { return }
+        let fd = start.0
+        var enter = start.1
         var batch: [Delivery] = []
         batch.reserveCapacity(8)
         var runs: [DisplayLink.PendingRun] = []
@@ -197,67 +215,84 @@ final class DisplayLinkConnection: Sendable {
             // Waits without the lock: links register, pause and change rates meanwhile, and
             // whatever the core must then do (connect, send, retry, close) makes this fd readable.
             VsyncClient.wait(fileDescriptor: fd, timeoutMs: -1)
-            if let queue = withCore({ $0.inline.queue }) {
+            var turn = Turn()
+            if let queue = enter {
                 // Waits while the queue runs other work; the core then still hands over only the
                 // newest tick, so a busy queue skips frames rather than queueing them.
                 let before = MonotonicClock.nanoseconds()
-                var waitedNs: UInt64 = 0
                 queue.sync {
-                    waitedNs = MonotonicClock.nanoseconds() &- before
-                    collect(&batch)
-                    deliver(&batch, &runs, inlineOn: queue)
+                    turn = collect(&batch, waitedNs: MonotonicClock.nanoseconds() &- before)
+                    // The decision may have changed since this turn entered: then `async`.
+                    deliver(turn.single, &batch, &runs, inlineOn: turn.inline === queue ? queue : nil)
                 }
-                withCore { $0.inline.waited(waitedNs) }
             } else {
-                collect(&batch)
-                deliver(&batch, &runs, inlineOn: nil)
+                turn = collect(&batch, waitedNs: 0)
+                deliver(turn.single, &batch, &runs, inlineOn: nil)
             }
-            if endIfIdle() { return }
+            // Decided under the core lock, as `register` decides to start one: a link that
+            // comes meanwhile either keeps this thread or starts the next.
+            if turn.end { return }
+            enter = turn.next
         }
     }
 
-    /// Ends the reader once no link is left and the core has closed its socket. Decided under
-    /// the core lock, as `register` decides to start one: a link that comes meanwhile either
-    /// keeps this thread or starts the next.
-    private func endIfIdle() -> Bool {
+    /// Runs the core once and takes its events for the links they belong to; counts the wait
+    /// for the queue (`InlineDelivery.waited`) and decides the next turn, in the same lock.
+    private func collect(_ batch: inout [Delivery], waitedNs: UInt64) -> Turn {
         withCore { s in
-            guard s.links.isEmpty, s.client?.isIdle ?? true else { return false }
-            s.readerRunning = false
-            return true
-        }
-    }
-
-    /// Runs the core once and takes its events for the links they belong to.
-    private func collect(_ batch: inout [Delivery]) {
-        withCore { s in
-            guard let client = s.client else { return }
-            client.dispatch(timeoutMs: 0)
-            while let event = client.nextEvent() {
-                let id: UInt32
-                switch event {
-                case .frame(let frame): id = frame.subscriptionID
-                case .subscribed(let answer): id = answer.subscriptionID
-                case .display(let sub, _), .error(let sub, _): id = sub
-                case .connected: continue
+            var turn = Turn()
+            turn.inline = s.inline.queue
+            s.inline.waited(waitedNs)
+            if let client = s.client {
+                client.dispatch(timeoutMs: 0)
+                while let event = client.nextEvent() {
+                    let id: UInt32
+                    switch event {
+                    case .frame(let frame): id = frame.subscriptionID
+                    case .subscribed(let answer): id = answer.subscriptionID
+                    case .display(let sub, _), .error(let sub, _): id = sub
+                    case .connected: continue
+                    }
+                    // 0: a display was added (the core renews what waited for it) or an error with
+                    // no subscription, which no link needs.
+                    guard id != 0, let link = s.links[id] else { continue }
+                    let pauses = link.pauses.load(ordering: .relaxed)
+                    if batch.isEmpty, turn.single == nil, case .frame(let frame) = event {
+                        turn.single = (link, frame, pauses)
+                        continue
+                    }
+                    if let single = turn.single {
+                        batch.append((single.link, .frame(single.frame), single.pauses))
+                        turn.single = nil
+                    }
+                    batch.append((link, event, pauses))
                 }
-                // 0: a display was added (the core renews what waited for it) or an error with
-                // no subscription, which no link needs.
-                guard id != 0, let link = s.links[id] else { continue }
-                batch.append((link, event))
             }
+            turn.next = s.inline.queue
+            // The reader ends once no link is left and the core has closed its socket.
+            if s.links.isEmpty && s.client?.isIdle ?? true {
+                s.readerRunning = false
+                turn.end = true
+            }
+            return turn
         }
     }
 
     /// Hands each link its events. Handlers that run on this thread (``DisplayLink/start()``,
     /// or inline on the queue) run last, so a slow one delays only the others of its kind.
-    private func deliver(
-        _ batch: inout [Delivery], _ runs: inout [DisplayLink.PendingRun],
-        inlineOn inlineQueue: DispatchQueue?
-    ) {
-        for (link, event) in batch {
+    private func deliver(_ single: (link: DisplayLink, frame: ClientFrame, pauses: UInt32)?,
+                         _ batch: inout [Delivery], _ runs: inout [DisplayLink.PendingRun],
+                         inlineOn inlineQueue: DispatchQueue?) {
+        if let single {
+            // The usual read: one frame for one link, which no other link waits behind.
+            single.link.connectionDidDeliver(DisplayLink.Frame(single.frame), pauses: single.pauses, inlineOn: inlineQueue)
+            return
+        }
+        guard !batch.isEmpty else { return }
+        for (link, event, pauses) in batch {
             switch event {
             case .frame(let frame):
-                link.connectionDidDeliver(DisplayLink.Frame(frame), inlineOn: inlineQueue, into: &runs)
+                link.connectionDidDeliver(DisplayLink.Frame(frame), pauses: pauses, inlineOn: inlineQueue, into: &runs)
             case .subscribed(let answer):
                 link.connectionDidSubscribe(answer)
             case .display(_, let event):

@@ -30,6 +30,18 @@ struct Mailbox {
         return poke()
     }
 
+    /// Puts `frame` and takes everything at once, for the context the caller is running: the
+    /// frame, counting a pending one it replaces as skipped, and the events that waited.
+    mutating func pass(_ frame: DisplayLink.Frame) -> (frame: DisplayLink.Frame, events: [Event]) {
+        var merged = frame
+        if let older = self.frame { merged.skipped += older.skipped + 1 }
+        self.frame = nil
+        poked = false
+        guard !events.isEmpty else { return (merged, []) }
+        defer { events = [] }
+        return (merged, events)
+    }
+
     /// Everything pending, for the context that was woken.
     mutating func take() -> (frame: DisplayLink.Frame?, events: [Event]) {
         poked = false

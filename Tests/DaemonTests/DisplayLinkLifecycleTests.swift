@@ -117,5 +117,31 @@ extension DisplayLinkTests {
             #expect(link.maximumFramesPerSecond == 60, "the display's facts stay after unsubscribing")
             link.invalidate()
         }
+
+        /// The reader thread checks a frame against the pause count the link had when the core
+        /// read it (no core lock per frame): a frame read before a pause never reaches the
+        /// handler, even once the link runs again; one read after the resume does.
+        @Test func aFrameReadBeforeAPauseIsDroppedEvenAfterTheResume() async throws {
+            let daemon = try DaemonProcess(hertz: 60, logLevel: "warning")
+            defer { daemon.stop() }
+            let recorder = LinkRecorder()
+            let link = DisplayLink(socketPath: daemon.socketPath, handler: recorder.handler())
+            link.start()
+            #expect(await eventually(timeout: 3) { recorder.count >= 2 })
+            // A sequence the daemon will not reach in this test, to tell these frames apart.
+            func frame(_ sequence: UInt64) -> DisplayLink.Frame {
+                DisplayLink.Frame(timestampNanoseconds: 1, targetTimestampNanoseconds: 2, durationNanoseconds: 1,
+                                  sequence: sequence, skipped: 0, flags: [], receivedNanoseconds: 0)
+            }
+            func delivered(_ sequence: UInt64) -> Bool { recorder.all.contains { $0.frame.sequence == sequence } }
+            let before = link.pauses.load(ordering: .relaxed)
+            link.isPaused = true
+            link.isPaused = false
+            link.connectionDidDeliver(frame(1 << 60), pauses: before, inlineOn: nil)
+            #expect(!delivered(1 << 60), "a frame read before the pause reached the handler")
+            link.connectionDidDeliver(frame(1 << 60 + 1), pauses: link.pauses.load(ordering: .relaxed), inlineOn: nil)
+            #expect(delivered(1 << 60 + 1), "a frame read after the resume was dropped")
+            link.invalidate()
+        }
     }
 }

@@ -1,4 +1,5 @@
 @testable import DisplayLink
+import Dispatch
 import Testing
 
 /// The one mailbox every delivery context of a link uses (run loop, queue, reader thread, stream).
@@ -45,5 +46,41 @@ struct MailboxTests {
         #expect(waiting, "a frame waits and the old wake-up is gone: wake again")
         let again = box.put(Self.frame(2))
         #expect(!again, "the new wake-up is on its way")
+    }
+
+    @Test func aPassedFrameSkipsLikeAPutAndTakesTheWaitingEvents() {
+        var box = Mailbox()
+        _ = box.post(.change(.off))
+        _ = box.put(Self.frame(7, skipped: 1))
+        // 9 (own skipped 0) passes the pending 7 (1 + itself): what a put then a take would give.
+        let passed = box.pass(Self.frame(9))
+        #expect(passed.frame.sequence == 9)
+        #expect(passed.frame.skipped == 2)
+        guard passed.events.count == 1, case .change(.off) = passed.events[0] else {
+            Issue.record("the waiting event was lost: \(passed.events)")
+            return
+        }
+        #expect(box.isEmpty)
+        let wakes = box.put(Self.frame(10))
+        #expect(wakes, "nothing is on its way after a pass: the next put wakes the context")
+        #expect(box.pass(Self.frame(11)).frame.skipped == 1)
+    }
+
+    /// The reader thread hands a frame straight to the handler only when it is the link's one
+    /// context; with any other, every context gets the frame through `put`.
+    @Test func onlyTheReaderThreadsOwnContextPassesAFrameStraightThrough() {
+        let queue = DispatchQueue(label: "pass")
+        var direct = DeliveryContexts()
+        direct.direct = true
+        #expect(direct.pass(Self.frame(1), inlineOn: nil)?.frame.sequence == 1)
+        var inline = DeliveryContexts()
+        inline.queue = queue
+        #expect(inline.pass(Self.frame(2), inlineOn: queue)?.frame.sequence == 2)
+        #expect(inline.pass(Self.frame(3), inlineOn: nil) == nil, "not inline: the queue is woken with async")
+        #expect(inline.pass(Self.frame(4), inlineOn: DispatchQueue(label: "other")) == nil)
+        var withStream = DeliveryContexts()
+        withStream.direct = true
+        withStream.streams[0] = DeliveryContexts.StreamRef(stream: nil)
+        #expect(withStream.pass(Self.frame(5), inlineOn: nil) == nil, "a stream wants the frame too")
     }
 }
