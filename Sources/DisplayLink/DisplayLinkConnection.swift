@@ -187,7 +187,20 @@ final class DisplayLinkConnection: Sendable {
 
     /// One event of the core for one link, collected under the core lock, delivered after it.
     /// `pauses` is the link's pause count when the core read the event (``DisplayLink/pauses``).
-    private typealias Delivery = (link: DisplayLink, event: ClientEvent, pauses: UInt32)
+    /// Structs, not tuples: a tuple holding a reference is copied through the runtime's generic
+    /// tuple witnesses, on every frame.
+    private struct Delivery {
+        let link: DisplayLink
+        let event: ClientEvent
+        let pauses: UInt32
+    }
+
+    /// A read's one frame, the usual read.
+    private struct Single {
+        let link: DisplayLink
+        let frame: ClientFrame
+        let pauses: UInt32
+    }
 
     /// What a turn of the reader decided under the core lock, besides the events it took.
     private struct Turn {
@@ -198,7 +211,7 @@ final class DisplayLinkConnection: Sendable {
         /// No link is left and the core closed its socket: the thread ends.
         var end = false
         /// The read's one event when it was a frame (the usual read), kept out of the batch.
-        var single: (link: DisplayLink, frame: ClientFrame, pauses: UInt32)?
+        var single: Single?
     }
 
     /// Each turn takes the core lock once: a wake-up of the reader is one lock on the core and,
@@ -258,14 +271,14 @@ final class DisplayLinkConnection: Sendable {
                     guard id != 0, let link = s.links[id] else { continue }
                     let pauses = link.pauses.load(ordering: .relaxed)
                     if batch.isEmpty, turn.single == nil, case .frame(let frame) = event {
-                        turn.single = (link, frame, pauses)
+                        turn.single = Single(link: link, frame: frame, pauses: pauses)
                         continue
                     }
                     if let single = turn.single {
-                        batch.append((single.link, .frame(single.frame), single.pauses))
+                        batch.append(Delivery(link: single.link, event: .frame(single.frame), pauses: single.pauses))
                         turn.single = nil
                     }
-                    batch.append((link, event, pauses))
+                    batch.append(Delivery(link: link, event: event, pauses: pauses))
                 }
             }
             turn.next = s.inline.queue
@@ -280,7 +293,7 @@ final class DisplayLinkConnection: Sendable {
 
     /// Hands each link its events. Handlers that run on this thread (``DisplayLink/start()``,
     /// or inline on the queue) run last, so a slow one delays only the others of its kind.
-    private func deliver(_ single: (link: DisplayLink, frame: ClientFrame, pauses: UInt32)?,
+    private func deliver(_ single: Single?,
                          _ batch: inout [Delivery], _ runs: inout [DisplayLink.PendingRun],
                          inlineOn inlineQueue: DispatchQueue?) {
         if let single {
@@ -289,10 +302,11 @@ final class DisplayLinkConnection: Sendable {
             return
         }
         guard !batch.isEmpty else { return }
-        for (link, event, pauses) in batch {
-            switch event {
+        for delivery in batch {
+            let link = delivery.link
+            switch delivery.event {
             case .frame(let frame):
-                link.connectionDidDeliver(DisplayLink.Frame(frame), pauses: pauses, inlineOn: inlineQueue, into: &runs)
+                link.connectionDidDeliver(DisplayLink.Frame(frame), pauses: delivery.pauses, inlineOn: inlineQueue, into: &runs)
             case .subscribed(let answer):
                 link.connectionDidSubscribe(answer)
             case .display(_, let event):
