@@ -113,7 +113,8 @@ struct DeliveryContexts {
     /// that context's mailbox (``Mailbox/pass(_:)``) to the handler. Nil when the link has any
     /// other context: `put` serves them all then.
     mutating func pass(_ frame: DisplayLink.Frame, inlineOn inlineQueue: DispatchQueue?)
-        -> (frame: DisplayLink.Frame, events: [Mailbox.Event])? {
+        -> (frame: DisplayLink.Frame, events: [Mailbox.Event])?
+    {
         guard runLoops.isEmpty, streams.isEmpty else { return nil }
         if direct && queue == nil { return directMailbox.pass(frame) }
         if !direct, let queue, queue === inlineQueue { return queueMailbox.pass(frame) }

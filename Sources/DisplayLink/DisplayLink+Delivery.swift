@@ -70,8 +70,10 @@ extension DisplayLink {
     /// the queue the reader thread is running on inside `sync`, if any; `pauses` the link's pause
     /// count when the core read the frame. Adds the handler the reader thread must run itself to
     /// `runs`, to be run after every link of the read has its frame.
-    func connectionDidDeliver(_ frame: Frame, pauses: UInt32, inlineOn inlineQueue: DispatchQueue?,
-                              into runs: inout [PendingRun]) {
+    func connectionDidDeliver(
+        _ frame: Frame, pauses: UInt32, inlineOn inlineQueue: DispatchQueue?,
+        into runs: inout [PendingRun]
+    ) {
         let delivery = withState { s -> (DeliveryContexts.Wakeups, DeliveryContexts.Context?)? in
             guard s.valid, !isPaused(s, since: pauses) else { return nil }
             return put(frame, &s, inlineOn: inlineQueue)
@@ -111,7 +113,8 @@ extension DisplayLink {
     }
 
     private func put(_ frame: Frame, _ s: inout State, inlineOn inlineQueue: DispatchQueue?)
-        -> (DeliveryContexts.Wakeups, DeliveryContexts.Context?) {
+        -> (DeliveryContexts.Wakeups, DeliveryContexts.Context?)
+    {
         let (wakeups, here) = s.contexts.put(frame, inlineOn: inlineQueue)
         if !wakeups.streams.isEmpty && s.contexts.runLoops.isEmpty && s.contexts.queue == nil && !s.contexts.direct {
             s.lastFrame = frame

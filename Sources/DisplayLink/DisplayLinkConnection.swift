@@ -95,8 +95,8 @@ final class DisplayLinkConnection: Sendable {
     private func withCore<R>(_ body: (inout State) -> R) -> R {
         state.withLock { s in
             #if DEBUG
-            coreHolder.store(UInt(pthread_self()), ordering: .relaxed)
-            defer { coreHolder.store(0, ordering: .relaxed) }
+                coreHolder.store(UInt(pthread_self()), ordering: .relaxed)
+                defer { coreHolder.store(0, ordering: .relaxed) }
             #endif
             return body(&s)
         }
@@ -293,9 +293,11 @@ final class DisplayLinkConnection: Sendable {
 
     /// Hands each link its events. Handlers that run on this thread (``DisplayLink/start()``,
     /// or inline on the queue) run last, so a slow one delays only the others of its kind.
-    private func deliver(_ single: Single?,
-                         _ batch: inout [Delivery], _ runs: inout [DisplayLink.PendingRun],
-                         inlineOn inlineQueue: DispatchQueue?) {
+    private func deliver(
+        _ single: Single?,
+        _ batch: inout [Delivery], _ runs: inout [DisplayLink.PendingRun],
+        inlineOn inlineQueue: DispatchQueue?
+    ) {
         if let single {
             // The usual read: one frame for one link, which no other link waits behind.
             single.link.connectionDidDeliver(DisplayLink.Frame(single.frame), pauses: single.pauses, inlineOn: inlineQueue)

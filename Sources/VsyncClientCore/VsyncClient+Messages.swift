@@ -16,8 +16,9 @@ extension VsyncClient {
         var resetSeen = false
         reading: while socketFD >= 0 {
             let fd = socketFD
-            let count = vsync_sys_recv_batch(fd, buffers.baseAddress!.assumingMemoryBound(to: UInt8.self), size,
-                                             Int32(Self.batch), lengths.baseAddress, receivedFDs.baseAddress, wait)
+            let count = vsync_sys_recv_batch(
+                fd, buffers.baseAddress!.assumingMemoryBound(to: UInt8.self), size,
+                Int32(Self.batch), lengths.baseAddress, receivedFDs.baseAddress, wait)
             wait = 0
             if count < 0 {
                 // A reset is reported once, ahead of what is still queued: read on for the
