@@ -5,7 +5,12 @@ import Logging
 /// indexed load per wake-up, `DescriptorTable`), the source's descriptors as last registered,
 /// and the signalfd whose SIGTERM or SIGINT ends the loop.
 final class EventLoop {
-    enum Role { case listener, signal, housekeeping, pacing, source, client }
+    /// What a descriptor is for. A client's carries the client, so a wake-up finds it with the
+    /// role's one load and no second table.
+    enum Role {
+        case listener, signal, housekeeping, pacing, source
+        case client(Client)
+    }
 
     let epoll: Epoll
     /// The signalfd (SIGTERM, SIGINT).
@@ -46,8 +51,13 @@ final class EventLoop {
         // A card closed and another opened in one rescan can get the same fd number: the kernel
         // dropped the closed file from the epoll set, so the new one is added (EEXIST, ignored,
         // when it is the same file).
-        for fd in wanted.intersection(sourceFDs) where roles[fd] == .source { try? epoll.add(fd, events: Epoll.readable) }
+        for fd in wanted.intersection(sourceFDs) where isSource(fd) { try? epoll.add(fd, events: Epoll.readable) }
         sourceFDs = wanted
+    }
+
+    private func isSource(_ fd: Int32) -> Bool {
+        if case .source? = roles[fd] { return true }
+        return false
     }
 
     /// The signalfd is readable: a stop signal came.

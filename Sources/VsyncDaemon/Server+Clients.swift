@@ -75,7 +75,7 @@ extension Server {
             _ = setsockopt(fd.raw, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
             let client = Client(socket: fd, pid: cred.pid, uid: cred.uid)
             do {
-                try loop.register(client.fd, .client)
+                try loop.register(client.fd, .client(client))
             } catch {
                 logger.error("\(error)")
                 continue

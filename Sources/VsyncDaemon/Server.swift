@@ -76,7 +76,7 @@ final class Server {
                 // its count, so the tick goes out one syscall sooner.
                 case .pacing: wake()
                 case .source: handleSource(fd)
-                case .client: if let c = clients[fd] { handleClient(c, events: events) }
+                case .client(let c): handleClient(c, events: events)
                 case nil: break  // closed earlier in this batch
                 }
             }

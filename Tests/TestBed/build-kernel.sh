@@ -7,7 +7,7 @@
 # (its own lists, sources and archives): the machine's apt configuration is never changed, and
 # the repository URIs are copied at run time from the machine's own apt sources, so no host is
 # named here. The .deb, its tarball and the built bzImage are cached, the kernel keyed by a hash
-# of the config, the package version and the compiler, so a second run is instant and offline.
+# of the config's options, the package version and the compiler, so a second run is instant and offline.
 #
 #   Tests/TestBed/build-kernel.sh            # prints /var/cache/vsyncd/kernel-<hash>/bzImage
 #   VSYNCD_CACHE=/some/dir Tests/TestBed/build-kernel.sh
@@ -109,9 +109,15 @@ if [ -n "${VSYNCD_KERNEL_REFRESH:-}" ] || [ ! -s "$apt_dir/sources/vsyncd-kernel
   refresh_lists
 fi
 read -r pkg version < <(newest_source) || true
+
+# The cache key: the options the kernel is built with (not kernel.config's comments), the
+# source's version and the compiler, so a reworded comment does not cost a rebuild.
+kernel_key() {
+  { grep -v '^#' "$here/kernel.config" | grep .; echo "$pkg $version"; gcc --version | head -n1; } | sha256sum | cut -c1-16
+}
 [ -n "${pkg:-}" ] && [ -n "${version:-}" ] || die "no linux-source-7.x in ${VSYNCD_KERNEL_SUITES:-sid trixie-backports}: set VSYNCD_KERNEL_SUITES or VSYNCD_KERNEL_PACKAGE"
 
-key=$( { cat "$here/kernel.config"; echo "$pkg $version"; gcc --version | head -n1; } | sha256sum | cut -c1-16)
+key=$(kernel_key)
 out="$cache/kernel-$key"
 if [ -s "$out/bzImage" ]; then
   echo "$out/bzImage"
@@ -130,7 +136,7 @@ if [ -z "$tarball" ]; then
       read -r pkg version < <(newest_source)
       (cd "$apt_dir/archives" && private_apt download "$pkg=$version" >&2) \
         || die "apt-get download $pkg failed: check the network"
-      key=$( { cat "$here/kernel.config"; echo "$pkg $version"; gcc --version | head -n1; } | sha256sum | cut -c1-16)
+      key=$(kernel_key)
       out="$cache/kernel-$key"
     fi
     deb=$(ls "$apt_dir/archives/$pkg"_*.deb | head -n1)
