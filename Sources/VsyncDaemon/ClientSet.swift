@@ -31,7 +31,6 @@ final class ClientSet: Sequence {
     deinit { receiveBuffer.deallocate() }
 
     var count: Int { byFD.count }
-    subscript(fd: Int32) -> Client? { byFD[fd] }
     /// The dictionary's own iterator, over a copy: a client disconnected midway is still seen.
     func makeIterator() -> Dictionary<Int32, Client>.Values.Iterator { byFD.values.makeIterator() }
 
