@@ -45,9 +45,7 @@ static inline int vsyncd_add_seals(int fd, int seals) {
 /// The daemon's one SCM_RIGHTS send: one non-blocking datagram with `fd` attached.
 static inline ssize_t vsyncd_send_with_fd(int sock, const void *bytes, size_t count, int fd) {
     struct iovec iov = { .iov_base = (void *)bytes, .iov_len = count };
-    /* Room for a receive timestamp too (SO_TIMESTAMPNS on the socket): with only the fd's
-       room, the timestamp fills it and the kernel drops the descriptor (MSG_CTRUNC). */
-    union { char buf[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(struct timespec))]; struct cmsghdr align; } control;
+    union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } control;
     memset(&control, 0, sizeof control);
     struct msghdr msg;
     memset(&msg, 0, sizeof msg);
