@@ -107,8 +107,10 @@ enum TickCheck {
     /// for a client at `divisor`: sequences, gaps (each accounted for by `skipped`), timestamps,
     /// duration, targetTimestamp, flags and rate. `nextPeriodNs`: the period of the mode set next,
     /// which the kernel reports from the moment the commit swaps its state in, before the old
-    /// mode's last vblank (under TCG, up to half a second before): from the first tick that
-    /// carries it, vsyncd read the new mode, and the old one coming back would be the failure.
+    /// mode's last vblank (under TCG, up to 0.6 s before): from the first tick that carries it,
+    /// vsyncd read the new mode, and the old one coming back would be the failure. Its targets
+    /// and rate then follow the mode the kernel reported, not the vblanks still on the old grid:
+    /// they are judged up to that tick.
     static func check(
         _ name: String, _ ticks: [FollowTick], divisor: UInt64, segment: VBlankSegment, truth: VBlankTruth,
         from: UInt64, to: UInt64, minimumTicks: Int = 10, nextPeriodNs: Double? = nil, nextDivisor: UInt64? = nil
@@ -122,8 +124,10 @@ enum TickCheck {
             return report
         }
         var period = segment.periodNs
+        let judgedDivisor = divisor
         var divisor = divisor
         var previous: FollowTick?
+        var judged: [FollowTick] = []
         for tick in window {
             // The new mode's first tick comes at its own divisor, whatever the gap since the old one.
             var switched = false
@@ -153,7 +157,7 @@ enum TickCheck {
                 fail("seq \(tick.seq) duration \(tick.durationNs) ns, the display's period is \(String(format: "%.1f", period)) ns")
             }
             // A target made before a mode change cannot know it: only vblanks of the same mode count.
-            if tick.seq + divisor <= segment.lastSequence, let next = truth.timestamps[tick.seq + divisor] {
+            if report.nextModeFromSequence == nil, tick.seq + divisor <= segment.lastSequence, let next = truth.timestamps[tick.seq + divisor] {
                 let error = Double(tick.targetTimestampNs) - Double(next)
                 report.targetErrorsUs.append(abs(error) / 1000)
                 if abs(error) > targetToleranceNs {
@@ -162,13 +166,14 @@ enum TickCheck {
             }
             if tick.flags != ["hardware"] { fail("seq \(tick.seq) flags \(tick.flags), want [hardware]") }
             report.latenciesUs.append(tick.latencyUs)
+            if report.nextModeFromSequence == nil { judged.append(tick) }
             previous = tick
         }
-        let first = window.first!, last = window.last!
+        guard let first = judged.first, let last = judged.last, last.seq > first.seq else { return report }
         let span = Double(last.timestampNs - first.timestampNs) / 1e9
-        let wantHz = 1e9 / period / Double(divisor)
-        report.deliveredHz = Double(window.count - 1) / span
-        report.sequenceHz = Double(last.seq - first.seq) / Double(divisor) / span
+        let wantHz = 1e9 / segment.periodNs / Double(judgedDivisor)
+        report.deliveredHz = Double(judged.count - 1) / span
+        report.sequenceHz = Double(last.seq - first.seq) / Double(judgedDivisor) / span
         if abs(report.sequenceHz - wantHz) / wantHz > 10e-6 {
             fail("rate by sequence \(report.sequenceHz) Hz, want \(wantHz) Hz")
         }

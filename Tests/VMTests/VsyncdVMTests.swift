@@ -115,6 +115,8 @@ enum ModeChangeCheck {
                 + segments.map { "\(String(format: "%.3f", 1e9 / $0.periodNs)) Hz seq \($0.firstSequence)...\($0.lastSequence)" }.joined(separator: ", "))
             return report
         }
+        // Whether the daemon read the coming mode before its first vblank (see `TickCheck.check`).
+        var readEarly = false
         for (index, (segment, hz)) in zip(segments, expectedHz).enumerated() {
             if abs(segment.periodNs - 1e9 / hz) > 1 {
                 report.failures.append("mode \(index): kernel period \(segment.periodNs) ns, expected \(1e9 / hz) ns")
@@ -124,7 +126,11 @@ enum ModeChangeCheck {
             // the daemon has re-read the CRTC (3 frames, or `TickCheck.modeSetRecoveryNs` on a
             // kernel that relights within 20 ms under TCG), and the last moments of the old mode,
             // when the new mode may already be readable.
-            let settle = index == 0 ? from : segment.firstNs + max(UInt64(3 * segment.periodNs), TickCheck.modeSetRecoveryNs)
+            // A mode read before its vblanks costs two recoveries: the kernel's mode against the
+            // old grid's vblanks, then the new grid's vblanks against the model of the old.
+            let recovery = TickCheck.modeSetRecoveryNs * (readEarly ? 2 : 1)
+            let settle = index == 0 ? from : segment.firstNs + max(UInt64(3 * segment.periodNs), recovery)
+            readEarly = false
             let next = index + 1 < segments.count ? segments[index + 1].firstNs : UInt64.max
             let windowEnd = min(segment.lastNs, to, next &- min(next, TickCheck.modeSetRecoveryNs))
             print("mode \(index): \(sixDecimals(1e9 / segment.periodNs)) Hz from seq \(segment.firstSequence) (t \(segment.firstNs))")
@@ -137,6 +143,7 @@ enum ModeChangeCheck {
                     nextDivisor: index + 1 < expectedHz.count
                         ? UInt64(RateMapping.divisor(preferredFramesPerSecond: client.fps, refreshHz: expectedHz[index + 1])) : nil)
                 print("  " + check.summary)
+                if check.nextModeFromSequence != nil { readEarly = true }
                 report.failures += check.failures.map { "mode \(index) (\(String(format: "%.3f", hz)) Hz): \($0)" }
                 if index > 0 {
                     // How soon the client had the new duration: frames from the first vblank at the new rate.
