@@ -33,13 +33,20 @@ struct ReplayTraceTests {
         }
     }
 
-    /// Replays `name` `speed` times as fast as recorded until the client has the trace's last vblank.
-    static func replay(_ name: String, speed: Int = 2) throws -> Replay {
+    /// The trace `name` in Tests/Traces: its path, its events, its vblanks' stamps by sequence
+    /// and its last sequence.
+    static func load(_ name: String) throws -> (path: String, trace: VBlankTrace, stamps: [UInt64: UInt64], last: UInt64) {
         let path = traces.appendingPathComponent(name).path
         let trace = try VBlankTrace(parsing: String(contentsOfFile: path, encoding: .utf8))
         var stamps: [UInt64: UInt64] = [:]
         var last: UInt64 = 0
         for case let .vblank(_, s, t) in trace.events { stamps[s] = t; last = max(last, s) }
+        return (path, trace, stamps, last)
+    }
+
+    /// Replays `name` `speed` times as fast as recorded until the client has the trace's last vblank.
+    static func replay(_ name: String, speed: Int = 2) throws -> Replay {
+        let (path, trace, stamps, last) = try load(name)
         let daemon = try DaemonProcess(extra: ["--source", "replay:\(path)@\(speed)"])
         let client = try RawClient(path: daemon.socketPath)
         try client.handshake(name: "replay")

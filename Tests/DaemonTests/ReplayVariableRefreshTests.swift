@@ -28,11 +28,7 @@ extension ReplayTraceTests {
     /// Replays `name` to subscription 1 (full rate, no work duration) and, with `workDurationNs`,
     /// subscription 2 paced by it, until subscription 1 has the trace's last vblank.
     static func replayVariable(_ name: String, speed: Int, workDurationNs: UInt64 = 0, alsoVersion4: Bool = false) throws -> VariableRun {
-        let path = traces.appendingPathComponent(name).path
-        let trace = try VBlankTrace(parsing: String(contentsOfFile: path, encoding: .utf8))
-        var stamps: [UInt64: UInt64] = [:]
-        var last: UInt64 = 0
-        for case let .vblank(_, s, t) in trace.events { stamps[s] = t; last = max(last, s) }
+        let (path, trace, stamps, last) = try load(name)
         let daemon = try DaemonProcess(extra: ["--source", "replay:\(path)@\(speed)"])
         let client = try RawClient(path: daemon.socketPath)
         let welcome = try client.handshake(name: "replay-vrr", version: 5)
