@@ -12,10 +12,13 @@ public struct ClientReport: Codable, Sendable {
     /// Latency histogram, ns: [value, count] for each non-empty HDR bucket.
     public var latencyNs: [[UInt64]]
     public var notes: [String]
+    /// DisplayLink clients: from the vblank to the reader thread's read of the tick, ns, as
+    /// `latencyNs` (the callback's own hop is the difference).
+    public var readLatencyNs: [[UInt64]]?
 
     public init(
         index: Int, received: UInt64, lost: UInt64, skipped: UInt64, divisor: UInt64,
-        latencyNs: [[UInt64]], notes: [String]
+        latencyNs: [[UInt64]], notes: [String], readLatencyNs: [[UInt64]]? = nil
     ) {
         self.index = index
         self.received = received
@@ -24,5 +27,6 @@ public struct ClientReport: Codable, Sendable {
         self.divisor = divisor
         self.latencyNs = latencyNs
         self.notes = notes
+        self.readLatencyNs = readLatencyNs
     }
 }

@@ -15,6 +15,11 @@ final class Recorder: Sendable {
         var histogram = Histogram<UInt64>(
             lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000_000,
             numberOfSignificantValueDigits: .three)
+        /// DisplayLink only: from the vblank to its reader thread's read of the tick, the hop
+        /// before the callback's own (on a queue, the hand-over to the queue's thread).
+        var readHistogram = Histogram<UInt64>(
+            lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000_000,
+            numberOfSignificantValueDigits: .three)
         var previousSequence: UInt64?
         var received: UInt64 = 0
         var lost: UInt64 = 0
@@ -40,6 +45,7 @@ final class Recorder: Sendable {
             s.window = window
             s.previousSequence = nil
             s.histogram.reset()
+            s.readHistogram.reset()
             s.received = 0
             s.lost = 0
             s.skipped = 0
@@ -48,7 +54,7 @@ final class Recorder: Sendable {
 
     func record(
         entryNs: UInt64, timestampNs: UInt64, sequence: UInt64, skipped: Int,
-        intervalNs: UInt64, durationNs: UInt64
+        intervalNs: UInt64, durationNs: UInt64, readNs: UInt64? = nil
     ) {
         let first = state.withLock { s -> (@Sendable () -> Void)? in
             defer { s.sawTick = true }
@@ -58,6 +64,7 @@ final class Recorder: Sendable {
                 s.divisor = max(1, (intervalNs + durationNs / 2) / durationNs)
             }
             _ = s.histogram.record(entryNs > timestampNs ? entryNs - timestampNs : 0)
+            if let readNs { _ = s.readHistogram.record(readNs > timestampNs ? readNs - timestampNs : 0) }
             s.received += 1
             s.skipped += UInt64(max(0, skipped))
             if let previous = s.previousSequence, sequence > previous + s.divisor {
@@ -85,7 +92,9 @@ final class Recorder: Sendable {
             ClientReport(
                 index: index, received: s.received, lost: s.lost, skipped: s.skipped, divisor: s.divisor,
                 latencyNs: s.histogram.recordedValues().map { [$0.value, UInt64($0.count)] },
-                notes: s.notes)
+                notes: s.notes,
+                readLatencyNs: s.readHistogram.totalCount > 0
+                    ? s.readHistogram.recordedValues().map { [$0.value, UInt64($0.count)] } : nil)
         }
         let encoder = JSONEncoder()
         var line = (try? encoder.encode(report)) ?? Data("{}".utf8)

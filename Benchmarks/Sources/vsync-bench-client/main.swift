@@ -59,7 +59,8 @@ case .tick, .direct, .paused:
             sequence: paced ? frame.targetSequence : frame.sequence,
             skipped: frame.skipped,
             intervalNs: paced ? frame.durationNanoseconds : frame.targetTimestampNanoseconds &- frame.timestampNanoseconds,
-            durationNs: frame.durationNanoseconds)
+            durationNs: frame.durationNanoseconds,
+            readNs: paced ? nil : frame.receivedNanoseconds)
     }
     link.errorHandler = { error in recorder.note("\(error)") }
     link.preferredFramesPerSecond = options.fps

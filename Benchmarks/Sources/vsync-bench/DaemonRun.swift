@@ -166,6 +166,7 @@ struct DaemonRun {
         // Collect the clients' reports (bounded), then stop everything.
         let collectDeadline = Monotonic.seconds + 20 + Double(count) * 0.02
         var merged = Histogram<UInt64>.latency()
+        var read = Histogram<UInt64>.latency()
         var reports = 0
         var lost: UInt64 = 0
         var skipped: UInt64 = 0
@@ -180,6 +181,7 @@ struct DaemonRun {
             lost += report.lost
             skipped += report.skipped
             for pair in report.latencyNs where pair.count == 2 { _ = merged.record(pair[0], count: pair[1]) }
+            for pair in report.readLatencyNs ?? [] where pair.count == 2 { _ = read.record(pair[0], count: pair[1]) }
             clientNotes.formUnion(report.notes)
         }
         session.clients.removeAll()
@@ -197,7 +199,8 @@ struct DaemonRun {
             clientsReporting: reports, clientsLive: session.ready.count,
             wakeupsPerTick: perTick(after.voluntarySwitches &- before.voluntarySwitches),
             preemptionsPerTick: perTick(after.nonvoluntarySwitches &- before.nonvoluntarySwitches),
-            skipped: skipped, notes: notes)
+            skipped: skipped, notes: notes,
+            readP50Us: read.totalCount > 0 ? read.microseconds(atPercentile: 50) : nil)
     }
 
     /// vsyncd's wake-ups while nobody needs ticks.

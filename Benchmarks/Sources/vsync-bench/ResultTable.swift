@@ -21,6 +21,24 @@ enum ResultTable {
             out += "| \(pair(o?.wakeupsPerTick, r?.wakeupsPerTick)) "
             out += "| \(pair(o?.preemptionsPerTick, r?.preemptionsPerTick)) |\n"
         }
+        return out + renderHops(cells)
+    }
+
+    /// DisplayLink's p50 split at its reader thread's read: the part up to it is the daemon's
+    /// and one wake-up, as the floor's whole; the rest is the hand-over to the callback.
+    private static func renderHops(_ cells: [CellResult]) -> String {
+        let split = cells.filter { $0.ours?.readP50Us != nil }
+        guard !split.isEmpty else { return "" }
+        var out = "\n| clients | Hz | C floor p50 µs | vblank → reader's read p50 µs | × floor | → callback µs (rest of p50) | × floor |\n"
+        out += "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+        for c in split {
+            guard let o = c.ours, let read = o.readP50Us else { continue }
+            let floor = c.reference?.p50Us
+            let rest = o.p50Us - read
+            let share = { (v: Double) in floor.map { $0 > 0 ? String(format: "%.2f", v / $0) : "–" } ?? "–" }
+            out +=
+                "| \(c.clients) | \(c.rate) | \(floor.map(num) ?? "–") | \(num(read)) | \(share(read)) | \(num(rest)) | \(share(rest)) |\n"
+        }
         return out
     }
 

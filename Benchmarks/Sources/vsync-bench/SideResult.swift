@@ -29,6 +29,9 @@ struct SideResult: Codable {
     /// vsyncd only: sum of the `skipped` counts the clients saw.
     var skipped: UInt64?
     var notes: [String]
+    /// DisplayLink clients only: p50 from the vblank to the reader thread's read of the tick;
+    /// `p50Us` minus this is the hop from the reader to the callback.
+    var readP50Us: Double? = nil
 }
 
 /// HDR histogram percentiles in µs, the definition both sides use.
@@ -67,6 +70,7 @@ extension SideResult {
             clientsLive: rounds.compactMap(\.clientsLive).min(),
             wakeupsPerTick: medianOfPresent(rounds.map(\.wakeupsPerTick)),
             preemptionsPerTick: medianOfPresent(rounds.map(\.preemptionsPerTick)),
-            skipped: skipped.isEmpty ? nil : skipped.reduce(0, +), notes: notes)
+            skipped: skipped.isEmpty ? nil : skipped.reduce(0, +), notes: notes,
+            readP50Us: medianOfPresent(rounds.map(\.readP50Us)))
     }
 }
