@@ -46,6 +46,11 @@ struct VsyncdGuestScript {
         let result = try await GuestVM.run(
             ["sh", "-c", lines.joined(separator: "\n")], timeout: timeout, env: ["VSYNC_BIN": bin, "VSYNC_TOOLS": tools],
             virtioGPU: virtioGPU, hostTSC: hostTSC)
+        // Kept for reading after a failure: the checks print their verdicts, not the whole run.
+        if let keep = ProcessInfo.processInfo.environment["VSYNCD_VM_KEEP"] {
+            let name = "guest-\(UInt64(Date().timeIntervalSince1970 * 1000)).out"
+            try? result.description.write(toFile: (keep as NSString).appendingPathComponent(name), atomically: true, encoding: .utf8)
+        }
         return VsyncdGuestOutput(result: result)
     }
 }

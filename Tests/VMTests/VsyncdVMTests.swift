@@ -112,7 +112,8 @@ enum ModeChangeCheck {
         let segments = truth.segments.filter { $0.lastNs >= from && $0.firstNs <= to }
         guard segments.count == expectedHz.count else {
             report.failures.append("expected \(expectedHz.count) modes in the run, the kernel's timeline has \(segments.count): "
-                + segments.map { "\(String(format: "%.3f", 1e9 / $0.periodNs)) Hz seq \($0.firstSequence)...\($0.lastSequence)" }.joined(separator: ", "))
+                + segments.map { "\(String(format: "%.3f", 1e9 / $0.periodNs)) Hz seq \($0.firstSequence)...\($0.lastSequence)" }.joined(separator: ", ")
+                + "; " + kernel.tail(after: segments.last?.lastNs ?? from))
             return report
         }
         // Whether the daemon read the coming mode before its first vblank (see `TickCheck.check`).

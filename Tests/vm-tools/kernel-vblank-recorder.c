@@ -18,7 +18,9 @@
  * with EINVAL) it retries every 2 ms (a mode set turns the CRTC off and on within
  * a few ms, and a slower retry missed the new mode's first vblanks at 144 Hz on Linux 7.3), so it records across a display going off and on, or lit
  * only after it started. Turning a CRTC off sends every pending event at once with the last
- * vblank's sequence and time: repeated lines, which readers drop. A card that goes (its device
+ * vblank's sequence and time: repeated lines, which readers drop. A stream with no event for 200 ms
+ * whose counter went back behind its requests is aimed afresh on a new file; one only stalled is
+ * left alone (queueing again on top of requests still held would exhaust the event space). A card that goes (its device
  * disabled) ends that card's recording with one line on stderr; the others go on.
  * Built by the tests with: cc -O2 -I/usr/include/libdrm ... -ldrm
  */
@@ -124,6 +126,31 @@ static void add_stream(const char *path, uint32_t crtc) {
     streams[nstreams++] = (struct stream){.card = c, .crtc = crtc};
 }
 
+/* Opens a card again: closing its file is the only way to take back requests the kernel still
+ * holds, and requests left behind use up the file's event space until a queue fails. */
+static void reopen(struct card *c) {
+    int fd = open(c->path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(stderr, "kernel-vblank-recorder: reopening %s: %s\n", c->path, strerror(errno));
+        c->dead = 1;
+        return;
+    }
+    drmDropMaster(fd);
+    close(c->fd);
+    c->fd = fd;
+    for (int i = 0; i < nstreams; i++)
+        if (streams[i].card == c) streams[i].pending = 0, streams[i].retry_at_ns = 0;
+}
+
+/* No event for 200 ms: a guest that stalled (TCG on a loaded host) still has its requests coming,
+ * while a count that went back behind them (the CRTC's counter restarted) never answers them. */
+static int still_counting(struct stream *s, uint64_t now) {
+    uint64_t seq = 0, ns = 0;
+    s->last_activity_ns = now;
+    if (drmCrtcGetSequence(s->card->fd, s->crtc, &seq, &ns) != 0) return 0;
+    return seq + 1 >= s->next_seq - (uint64_t)s->pending;
+}
+
 /* Keeps DEPTH requests queued on one CRTC; false if its card has gone. */
 static int feed(struct stream *s, uint64_t now) {
     int fd = s->card->fd;
@@ -189,9 +216,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < nstreams; i++) {
             struct stream *s = &streams[i];
             if (s->card->dead) continue;
-            /* No event in 200 ms: the CRTC went off or its count restarted; aim afresh. Requests
-             * still in the kernel only repeat lines. */
-            if (s->pending > 0 && now - s->last_activity_ns > 200000000u) s->pending = 0;
+            if (s->pending > 0 && now - s->last_activity_ns > 200000000u && !still_counting(s, now)) reopen(s->card);
             if (!feed(s, now)) s->card->dead = 1;
         }
         struct pollfd pfds[MAX_CARDS];

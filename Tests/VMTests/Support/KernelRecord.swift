@@ -45,6 +45,18 @@ struct KernelRecord {
         return grouped.mapValues(KernelRecord.init)
     }
 
+    /// What the record holds after `ns`, for a failure's message: how many vblanks, and the first
+    /// few as sequence and interval.
+    func tail(after ns: UInt64) -> String {
+        let rest = ordered.filter { $0.timestampNs > ns }
+        var previous = ns
+        let first = rest.prefix(8).map { sample in
+            defer { previous = sample.timestampNs }
+            return "\(sample.sequence) +\(String(format: "%.3f", Double(sample.timestampNs &- previous) / 1e6)) ms"
+        }
+        return "the record after that: \(rest.count) vblanks" + (first.isEmpty ? "" : " (\(first.joined(separator: ", ")), …)")
+    }
+
     /// How long the guest kept the recorder, a minimal reader of these events, from reading
     /// them during `from...to`: the largest (read − vblank) of the vblanks in it, counted up to
     /// `to`. The guest's own stalls (TCG on a loaded host, the kernel's own work) hold up every
