@@ -34,6 +34,20 @@ extension Server {
         }
     }
 
+    /// Re-reads the CRTC of a display whose vblank the model rejected; true if the display
+    /// changed: it went off or away, or its model was started over for a new mode (the vblank
+    /// then seeds the new one). At most a few fruitless reads in a row, as for deviating
+    /// intervals: a noisy clock is not re-read on every vblank.
+    private func modeChangedUnderOutlier(_ d: Display) -> Bool {
+        guard d.fruitlessRechecks < 3 else { return false }
+        let before = d.source
+        recheck(d)
+        guard d.state == .on, displays.isListed(d) else { return true }
+        if d.model.newest == nil { return true }
+        if d.source.sameMode(as: before) { d.fruitlessRechecks += 1 }
+        return false
+    }
+
     private func handle(_ events: [SourceEvent]) {
         for event in events {
             switch event {
@@ -65,7 +79,14 @@ extension Server {
             // A new phase with vblank events on since the vblank before: the grid moved under
             // the display's followers. After an idle spell it is the model catching up.
             if followed, d.model.periodRestartCount == periodRestarts { d.phaseMoved() }
-        case .accepted, .outlier: break
+        case .outlier:
+            // Off the model's grid, perhaps the first vblank of a mode set while none reached
+            // us: the CRTC is read before this vblank is ticked, so its target is on the new grid.
+            if modeChangedUnderOutlier(d) {
+                guard d.state == .on, displays.isListed(d), !d.isVariable else { return }
+                d.model.seed(sequence: sequence, timestampNs: timestampNs)
+            }
+        case .accepted: break
         }
         d.newestIsCurrent = true
         publishVBlank(d)

@@ -170,6 +170,15 @@ public struct RefreshModel: Sendable {
         lastSeen = nil
     }
 
+    /// Takes a vblank `add` already saw and rejected as the first sample after `reset`: the
+    /// caller re-read the mode because of it, and found it the new mode's first vblank.
+    public mutating func seed(sequence: UInt64, timestampNs: UInt64) {
+        guard count == 0 else { return }
+        lastSeen = sequence
+        lastSeenNs = Swift.max(lastSeenNs ?? 0, timestampNs)
+        push(sequence, timestampNs)
+    }
+
     /// Feeds one vblank.
     @discardableResult
     public mutating func add(sequence: UInt64, timestampNs: UInt64) -> Verdict {
