@@ -38,7 +38,7 @@ check dpkg-install $? "$(echo "$out" | tail -n 2 | tr '\n' ' ')"
 systemctl is-enabled --quiet vsyncd.socket; check socket-enabled $? "vsyncd.socket $(systemctl is-enabled vsyncd.socket 2>&1)"
 systemctl is-active --quiet vsyncd.socket; check socket-listening $? "vsyncd.socket $(systemctl is-active vsyncd.socket)"
 mode=$(stat -c %a:%G /run/vsyncd/vsyncd.sock 2>&1)
-[ "$mode" = 660:video ]; check socket-mode $? "$mode"
+[ "$mode" = 666:root ]; check socket-mode $? "$mode"
 state=$(show ActiveState)
 [ "$state" = inactive ]; check no-daemon-before-a-client $? "vsyncd.service $state"
 

@@ -1,0 +1,56 @@
+import Glibc
+import VsyncCore
+
+/// Who is on the other end of an accepted connection: SO_PEERCRED's pid, uid and gid,
+/// SO_PEERGROUPS' supplementary groups, and the app id of a sandboxed (Flatpak) client.
+struct Peer {
+    var pid: Int32
+    var identity: PeerIdentity
+    /// From `/proc/PID/root/.flatpak-info`; nil for a process outside a sandbox, or when the
+    /// daemon may not look into the client's root (another user, without CAP_SYS_PTRACE).
+    var appID: String?
+
+    var uid: UInt32 { identity.uid }
+
+    /// "pid 12 uid 1000" or "pid 12 uid 1000 app org.example.App", as the log names it.
+    var label: String { "pid \(pid) uid \(uid)" + (appID.map { " app \($0)" } ?? "") }
+
+    /// SO_PEERGROUPS (Linux 4.13); the asm-generic value, the same on every architecture Swift runs on.
+    private static let peerGroupsOption: Int32 = 59
+
+    static func read(socket fd: Int32) -> Peer {
+        var cred = (pid: Int32(0), uid: UInt32.max, gid: UInt32.max)  // struct ucred
+        var len = socklen_t(MemoryLayout.size(ofValue: cred))
+        _ = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len)
+        let identity = PeerIdentity(uid: cred.uid, gid: cred.gid, groups: groups(socket: fd))
+        return Peer(pid: cred.pid, identity: identity, appID: appID(pid: cred.pid))
+    }
+
+    /// The peer's supplementary groups as they were at connect(). ERANGE says how many there are.
+    private static func groups(socket fd: Int32) -> [UInt32] {
+        var count = 64
+        for _ in 0..<2 {
+            var gids = [UInt32](repeating: 0, count: count)
+            var len = socklen_t(count * MemoryLayout<UInt32>.size)
+            let rc = gids.withUnsafeMutableBytes { getsockopt(fd, SOL_SOCKET, peerGroupsOption, $0.baseAddress, &len) }
+            if rc == 0 { return Array(gids.prefix(Int(len) / MemoryLayout<UInt32>.size)) }
+            guard errno == ERANGE else { return [] }
+            count = Int(len) / MemoryLayout<UInt32>.size
+        }
+        return []
+    }
+
+    /// The app id in the client's sandbox root. The pid may have been reused by the time it is
+    /// read (PipeWire has the same window); it names the client in logs and counts it against an
+    /// app's share, but never grants access.
+    private static func appID(pid: Int32) -> String? {
+        guard pid > 0 else { return nil }
+        let fd = open("/proc/\(pid)/root/.flatpak-info", O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 8192)
+        let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+        guard n > 0 else { return nil }
+        return FlatpakInfo.applicationName(in: String(decoding: buffer.prefix(n), as: UTF8.self))
+    }
+}
