@@ -13,6 +13,11 @@ struct SandboxedClientTests {
     static let canRun = SeatClient.canSwitchUsers && SeatClient.hasBubblewrap
     static let inCI = ProcessInfo.processInfo.environment["CI"] == "true"
 
+    /// How many of the app's connections the daemon has seen close.
+    static func disconnects(of app: String, in log: String) -> Int {
+        log.split(separator: "\n").filter { $0.contains("client disconnected: ") && $0.contains(" app \(app)") }.count
+    }
+
     /// A directory the app's user can read, with the app's /.flatpak-info in it.
     static func appDirectory() throws -> (dir: URL, info: String) {
         let dir = try LibvsyncTests.temporaryDirectory()
@@ -78,8 +83,52 @@ struct SandboxedClientTests {
             "\(app.output)")
         #expect(daemon.log.contains("app \(Self.appID) refused: app \(Self.appID) of uid \(Self.appUser) is at the per-app cap of 2"), "\(daemon.log)")
 
-        // The same user outside the sandbox is held to the user's cap, not the app's.
+        // The same user outside the sandbox is held to the user's cap, not the app's, once the
+        // app's connections are gone.
+        #expect(waitUntil(timeout: 3) { Self.disconnects(of: Self.appID, in: daemon.log) == 2 }, "\(daemon.log)")
         let plain = try SeatClient.python(uid: Self.appUser, gid: Self.appUser, socket: daemon.socketPath, connections: 3)
         #expect(plain.output.split(separator: "\n").filter { $0 == "welcome" }.count == 3, "\(plain.output)")
+    }
+
+    /// Subscribes `count` times on one connection (HELLO version 1) and prints "subscribed" or
+    /// "error: TEXT" for each.
+    static let subscriber = """
+        import socket, struct, sys
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.settimeout(3)
+        s.connect(sys.argv[1])
+        s.send(struct.pack("<HHIIHH32s", 1, 48, 0, 0x4E595356, 1, 1, b"subscriber"))
+        assert struct.unpack_from("<H", s.recv(4096))[0] == 0x101
+        for i in range(int(sys.argv[2])):
+            s.send(struct.pack("<HHIIIBxxxI32sfff", 3, 68, 0, i + 1, 0, 0, 0, b"", 0, 0, 0))
+            while True:
+                m = s.recv(4096)
+                t, = struct.unpack_from("<H", m)
+                if t == 0x104:
+                    print("subscribed", flush=True); break
+                if t == 0x107:
+                    print("error:", m[16:].decode(), flush=True); break
+        """
+
+    @Test(.enabled(if: canRun || inCI, "needs root, setpriv and bubblewrap (Debian bubblewrap)"), .timeLimit(.minutes(1)))
+    func oneAppHoldsAtMostHalfOfItsUsersSubscriptions() throws {
+        try #require(Self.canRun, "CI must run this as root with setpriv and bwrap")
+        let (dir, info) = try Self.appDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let daemon = try DaemonProcess(hertz: 60, extra: ["--max-subscriptions-per-user", "4"])
+        defer { _ = daemon.stop() }
+        chmod(daemon.directory.path, 0o755)
+        let sandbox = SeatClient.sandbox(binds: [daemon.directory.path], appInfo: info)
+        let app = try SeatClient.runAs(
+            uid: Self.appUser, gid: Self.appUser, sandbox + ["/usr/bin/python3", "-c", Self.subscriber, daemon.socketPath, "3"])
+        let lines = app.output.split(separator: "\n")
+        #expect(lines.filter { $0 == "subscribed" }.count == 2, "\(app.output)")
+        #expect(app.output.contains("error: app \(Self.appID) holds 2 subscriptions, half of uid \(Self.appUser)'s limit"), "\(app.output)")
+        // Outside the sandbox the user's own limit holds: four, once the app's subscriptions are gone.
+        #expect(waitUntil(timeout: 3) { Self.disconnects(of: Self.appID, in: daemon.log) == 1 }, "\(daemon.log)")
+        let plain = try SeatClient.runAs(
+            uid: Self.appUser, gid: Self.appUser, ["/usr/bin/python3", "-c", Self.subscriber, daemon.socketPath, "5"])
+        #expect(plain.output.split(separator: "\n").filter { $0 == "subscribed" }.count == 4, "\(plain.output)")
+        #expect(plain.output.contains("error: uid \(Self.appUser) holds 4 subscriptions, the per-user limit"), "\(plain.output)")
     }
 }
