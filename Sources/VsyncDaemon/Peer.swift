@@ -42,15 +42,30 @@ struct Peer {
 
     /// The app id in the client's sandbox root. The pid may have been reused by the time it is
     /// read (PipeWire has the same window); it names the client in logs and counts it against an
-    /// app's share, but never grants access.
+    /// app's share, but never grants access. Read only where no FUSE mount could stall the read.
     private static func appID(pid: Int32) -> String? {
-        guard pid > 0 else { return nil }
-        let fd = open("/proc/\(pid)/root/.flatpak-info", O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        guard pid > 0, let mounts = readSmall("/proc/\(pid)/mountinfo", limit: 1 << 18),
+            FlatpakInfo.isSafeToRead(mountinfo: mounts),
+            let info = readSmall("/proc/\(pid)/root/.flatpak-info", limit: 8192)
+        else { return nil }
+        return FlatpakInfo.applicationName(in: info)
+    }
+
+    /// Up to `limit` bytes of a file (a regular file only: never a FIFO or a device), or nil.
+    private static func readSmall(_ path: String, limit: Int) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
-        var buffer = [UInt8](repeating: 0, count: 8192)
-        let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-        guard n > 0 else { return nil }
-        return FlatpakInfo.applicationName(in: String(decoding: buffer.prefix(n), as: UTF8.self))
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else { return nil }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 8192)
+        while bytes.count < limit {
+            let want = min(chunk.count, limit - bytes.count)
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, want) }
+            guard n > 0 else { break }
+            bytes += chunk.prefix(n)
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }

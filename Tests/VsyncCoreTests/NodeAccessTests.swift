@@ -113,4 +113,24 @@ struct NodeAccessTests {
         #expect(FlatpakInfo.applicationName(in: "[Application]\nname=bad\u{1b}[31m\n") == nil, "control characters")
         #expect(FlatpakInfo.applicationName(in: "[Application]\nnames=x\n") == nil)
     }
+
+    /// A bubblewrap sandbox's mountinfo as the kernel printed it here (tmpfs root, the info file
+    /// bound from ext4), then the same with the file on FUSE, and a root on FUSE.
+    static let sandboxMounts = """
+        66 43 0:39 /newroot / rw,nosuid,nodev,relatime - tmpfs tmpfs rw
+        67 66 254:0 /usr /usr ro,nosuid,nodev,relatime - ext4 /dev/vda rw,discard
+        68 66 0:40 / /proc rw,nosuid,nodev,noexec,relatime - proc proc rw
+        78 71 0:42 / /dev/pts rw,nosuid,noexec,relatime shared:5 - devpts devpts rw,mode=620,ptmxmode=666
+        79 66 254:0 /tmp/seat-fi /.flatpak-info ro,nosuid,nodev,relatime - ext4 /dev/vda rw,discard
+        """
+
+    @Test func theInfoFileIsReadOnlyWhereTheKernelServesIt() {
+        #expect(FlatpakInfo.isSafeToRead(mountinfo: Self.sandboxMounts))
+        let fuseFile = Self.sandboxMounts + "\n80 66 0:50 / /.flatpak-info ro,relatime - fuse.slowfs slowfs rw\n"
+        #expect(!FlatpakInfo.isSafeToRead(mountinfo: fuseFile), "the topmost mount on the file is FUSE")
+        let fuseRoot = "70 1 0:50 / / rw,relatime shared:1 - fuse.slowfs slowfs rw\n"
+        #expect(!FlatpakInfo.isSafeToRead(mountinfo: fuseRoot), "a FUSE root: the lookup itself could stall")
+        #expect(!FlatpakInfo.isSafeToRead(mountinfo: ""), "no root listed")
+        #expect(FlatpakInfo.isSafeToRead(mountinfo: "27 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"), "a host process")
+    }
 }

@@ -27,6 +27,33 @@ public enum FlatpakInfo {
         }
         return nil
     }
+
+    /// File systems the kernel serves itself. A process can mount a FUSE file system in its own
+    /// user namespace and stall any read of it: the daemon's one thread must never open a file
+    /// there, so only these are read.
+    public static let kernelServedFilesystems: Set<Substring> = [
+        "tmpfs", "ramfs", "ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "squashfs", "erofs",
+    ]
+
+    /// Whether a process's `/.flatpak-info` can be opened without a user-space file system on the
+    /// way, by its `/proc/PID/mountinfo` (which the kernel answers alone): the mounts holding its
+    /// `/` and `/.flatpak-info` (the topmost of each, the last listed) are kernel-served.
+    public static func isSafeToRead(mountinfo text: String) -> Bool {
+        var root: Substring?
+        var info: Substring?
+        for line in text.split(separator: "\n") {
+            // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS
+            let fields = line.split(separator: " ")
+            guard fields.count > 4, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count else { continue }
+            switch fields[4] {
+            case "/": root = fields[dash + 1]
+            case "/.flatpak-info": info = fields[dash + 1]
+            default: break
+            }
+        }
+        guard let root, kernelServedFilesystems.contains(root) else { return false }
+        return info.map { kernelServedFilesystems.contains($0) } ?? true
+    }
 }
 
 extension Substring {
