@@ -6,8 +6,9 @@ import VsyncCore
 struct Peer {
     var pid: Int32
     var identity: PeerIdentity
-    /// From `/proc/PID/root/.flatpak-info`; nil for a process outside a sandbox, or when the
-    /// daemon may not look into the client's root (another user, without CAP_SYS_PTRACE).
+    /// From `/proc/PID/root/.flatpak-info` (`lookUpAppID`); nil for a process outside a sandbox,
+    /// when the daemon may not look into the client's root (another user, without
+    /// CAP_SYS_PTRACE), or before it was looked up.
     var appID: String?
 
     var uid: UInt32 { identity.uid }
@@ -23,7 +24,18 @@ struct Peer {
         var len = socklen_t(MemoryLayout.size(ofValue: cred))
         _ = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len)
         let identity = PeerIdentity(uid: cred.uid, gid: cred.gid, groups: groups(socket: fd))
-        return Peer(pid: cred.pid, identity: identity, appID: appID(pid: cred.pid))
+        return Peer(pid: cred.pid, identity: identity, appID: nil)
+    }
+
+    /// Reads the app id: only for a connection past the cheap checks, or a refusal about to be
+    /// logged, so a flood of refused connections costs no file reads.
+    mutating func lookUpAppID() { appID = Self.appID(pid: pid) }
+
+    /// `label` with the app id looked up.
+    func labelWithAppID() -> String {
+        var peer = self
+        peer.lookUpAppID()
+        return peer.label
     }
 
     /// The peer's supplementary groups as they were at connect(). ERANGE says how many there are.

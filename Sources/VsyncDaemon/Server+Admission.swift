@@ -12,7 +12,7 @@ extension Server {
 
     /// Refuses `fd` (and returns false) when the peer may not use the display or holds its share
     /// of connections; logs each refusal with the peer's pid, uid and app.
-    func admit(_ fd: borrowing FileDescriptor, _ peer: Peer) -> Bool {
+    func admit(_ fd: borrowing FileDescriptor, _ peer: inout Peer) -> Bool {
         if clients.count >= configuration.maxClients {
             refuse(
                 fd, peer, "vsyncd serves at most \(configuration.maxClients) clients; try again later",
@@ -33,6 +33,7 @@ extension Server {
             )
             return false
         }
+        peer.lookUpAppID()
         if let app = peer.appID {
             let cap = configuration.maxClientsPerApp
             let byApp = clients.reduce(0) { $0 + ($1.uid == peer.uid && $1.appID == app ? 1 : 0) }
@@ -50,7 +51,7 @@ extension Server {
     /// Sends REFUSED (code 2, the one a client can get before its HELLO) and lets `fd` close.
     func refuse(_ fd: borrowing FileDescriptor, _ peer: Peer, _ message: String, log: String) {
         // Logged before the client can see the refusal, so the log never lags what it saw.
-        clients.noteRefusal(peer.label, log, logger: logger)
+        clients.noteRefusal(peer.labelWithAppID(), log, logger: logger)
         let refusal = ServerMessage.refused(Refusal(code: .tooManyClients, message: message))
         _ = refusal.encoded().withUnsafeBytes { Client.send(fd.raw, $0.baseAddress, $0.count) }
     }

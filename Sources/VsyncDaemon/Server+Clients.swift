@@ -43,8 +43,8 @@ extension Server {
             let fd = FileDescriptor(accepted)
             _ = fcntl(fd.raw, F_SETFL, fcntl(fd.raw, F_GETFL) | O_NONBLOCK)
             _ = fcntl(fd.raw, F_SETFD, FD_CLOEXEC)
-            let peer = Peer.read(socket: fd.raw)
-            guard admit(fd, peer) else { continue }
+            var peer = Peer.read(socket: fd.raw)
+            guard admit(fd, &peer) else { continue }
             var size = Self.clientSendBuffer
             _ = setsockopt(fd.raw, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
             let client = Client(socket: fd, pid: peer.pid, uid: peer.uid, appID: peer.appID)
