@@ -1,11 +1,13 @@
 // Linux calls that Swift's Glibc module does not import: epoll, timerfd, signalfd, inotify,
-// netlink (kernel uevents), and the timing page's memfd, seals and SCM_RIGHTS send.
+// netlink (kernel uevents), the timing page's memfd, seals and SCM_RIGHTS send, and getxattr
+// (a card node's POSIX ACL, which decides who may connect).
 // Only VsyncDaemon imports this.
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <sys/signalfd.h>
 #include <sys/inotify.h>
 #include <linux/netlink.h>
+#include <sys/xattr.h>
 
 // The timing page (TimingPage.swift): a sealed memfd, and a datagram that carries its fd.
 #include <errno.h>

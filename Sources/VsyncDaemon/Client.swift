@@ -13,6 +13,9 @@ final class Client {
     var fd: Int32 { socket.raw }
     let pid: Int32
     let uid: UInt32
+    /// The Flatpak app id of a sandboxed client (`Peer.appID`), which shares its user's caps with
+    /// the user's other programs only up to half of them.
+    let appID: String?
     var name = ""
     /// The protocol version agreed at HELLO; nil before it.
     private(set) var version: UInt16?
@@ -38,10 +41,11 @@ final class Client {
 
     static let maxOutbox = 256
 
-    init(socket: consuming FileDescriptor, pid: Int32, uid: UInt32) {
+    init(socket: consuming FileDescriptor, pid: Int32, uid: UInt32, appID: String? = nil) {
         self.socket = socket
         self.pid = pid
         self.uid = uid
+        self.appID = appID
     }
 
     /// HELLO agreed on `version`: what the connection can do is fixed from here.
@@ -53,7 +57,10 @@ final class Client {
     /// The version messages to it are encoded at: its own, or the oldest before HELLO.
     var encodingVersion: UInt16 { version ?? WireProtocol.minimumVersion }
 
-    var label: String { name.isEmpty ? "pid \(pid) uid \(uid)" : "pid \(pid) uid \(uid) '\(name)'" }
+    var label: String {
+        let who = "pid \(pid) uid \(uid)" + (appID.map { " app \($0)" } ?? "")
+        return name.isEmpty ? who : "\(who) '\(name)'"
+    }
 
     /// Since when its socket has been full; nil while it is not. Set and cleared only by
     /// `BlockedClients` (below), which counts the clients it is set on.

@@ -88,12 +88,12 @@ final class ClientSet: Sequence {
 
     /// A connection refused: logged at most once a second with a count, so a flood of
     /// connections cannot flood the log.
-    func noteRefusal(pid: Int32, uid: UInt32, _ log: String, logger: Logger) {
+    func noteRefusal(_ peer: @autoclosure () -> String, _ log: String, logger: Logger) {
         refusalsSinceLog += 1
         let now = monotonicNow()
         if now &- lastRefusalLogNs >= 1_000_000_000 {
             let more = refusalsSinceLog > 1 ? " (\(refusalsSinceLog) refusals in the last second)" : ""
-            logger.warning("client pid \(pid) uid \(uid) refused: \(log)\(more)")
+            logger.warning("client \(peer()) refused: \(log)\(more)")
             lastRefusalLogNs = now
             refusalsSinceLog = 0
         }

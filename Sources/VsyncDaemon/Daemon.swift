@@ -40,9 +40,7 @@ public enum Daemon {
         if let activated = try ListeningSocket.activated(environment: environment) {
             listener = activated
         } else {
-            listener = try ListeningSocket.bind(
-                path: configuration.resolvedSocketPath(environment: environment),
-                group: configuration.group, logger: logger)
+            listener = try ListeningSocket.bind(path: configuration.resolvedSocketPath(environment: environment))
         }
         let notifier = SystemdNotifier(environment: environment)
         let server = try Server(

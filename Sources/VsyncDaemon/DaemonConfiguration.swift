@@ -31,8 +31,12 @@ public struct DaemonConfiguration: Sendable {
     /// DRM cards to watch; empty: every /dev/dri/card*.
     public var devices: [String]
     public var source: SourceKind
-    /// Group that may connect (socket mode 0660).
+    /// Group whose members may always connect, with root; others connect when they may use a
+    /// card node served (see `accessNodes`). The socket is mode 0666: the daemon decides.
     public var group: String
+    /// `--access-node`: judge who may connect by these nodes' owner, mode and ACL instead of the
+    /// cards served. Empty: the cards served; with the timer or a replay, everyone.
+    public var accessNodes: [String] = []
     public var maxClients: Int
     /// Seconds a client's socket may stay full before it is disconnected.
     public var stallTimeout: Double
@@ -44,6 +48,12 @@ public struct DaemonConfiguration: Sendable {
     /// Subscriptions one uid may hold over all its connections. Each running subscription costs
     /// the daemon one send per due vblank, so this bounds what one user can make it do per tick.
     public var maxSubscriptionsPerUser: Int
+
+    /// Connections one sandboxed app (by its Flatpak app id) may hold: half of its user's, so one
+    /// app cannot take its user's whole share.
+    public var maxClientsPerApp: Int { max(1, maxClientsPerUser / 2) }
+    /// Subscriptions one sandboxed app may hold: half of its user's.
+    public var maxSubscriptionsPerApp: Int { max(1, maxSubscriptionsPerUser / 2) }
 
     public static let defaultMaxClientsPerUser = 128
     public static let defaultMaxSubscriptionsPerUser = 256

@@ -1,5 +1,4 @@
 import Glibc
-import Logging
 
 /// The daemon's listening SOCK_SEQPACKET socket: made and bound here, or passed by systemd.
 /// Owns its fd, and the path it bound (unlinked when it goes).
@@ -44,8 +43,9 @@ final class ListeningSocket {
         return ListeningSocket(fd: FileDescriptor(fd), ownedPath: nil, description: "fd 3 from systemd")
     }
 
-    /// Binds `path` (removing a stale socket file), mode 0660, group `group` if it exists.
-    static func bind(path: String, group: String, logger: Logger) throws(DaemonError) -> ListeningSocket {
+    /// Binds `path` (removing a stale socket file), mode 0666: who may connect is decided at
+    /// accept (`DisplayAccess`), by the access the peer has to the display.
+    static func bind(path: String) throws(DaemonError) -> ListeningSocket {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
@@ -67,8 +67,8 @@ final class ListeningSocket {
         let made = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard made >= 0 else { throw .socketUnavailable(errno: errno) }
         let fd = FileDescriptor(made)
-        // Bind with a private umask so the socket never exists with looser permissions.
-        let oldMask = umask(0o117)
+        // Bind with a known umask so the socket's mode does not depend on the caller's.
+        let oldMask = umask(0o111)
         let rc = withUnsafePointer(to: &address) { p in
             p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 Glibc.bind(fd.raw, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
@@ -77,14 +77,7 @@ final class ListeningSocket {
         let bindErrno = errno
         umask(oldMask)
         guard rc == 0 else { throw .bind(path: path, errno: bindErrno) }
-        chmod(path, 0o660)
-        if let entry = getgrnam(group) {
-            if chown(path, uid_t.max, entry.pointee.gr_gid) != 0 {
-                logger.warning("cannot give \(path) to group '\(group)': \(errnoText()); only the daemon's own group may connect")
-            }
-        } else {
-            logger.warning("group '\(group)' does not exist: \(path) keeps the daemon's group; create it or pass --group")
-        }
+        chmod(path, 0o666)
         guard listen(fd.raw, 128) == 0 else {
             let e = errno
             unlink(path)

@@ -23,14 +23,6 @@ extension Server {
         return accepted != nil
     }
 
-    /// Sends REFUSED tooManyClients and closes.
-    func refuse(_ fd: consuming FileDescriptor, pid: Int32, uid: UInt32, _ message: String, log: String) {
-        // Logged before the client can see the refusal, so the log never lags what it saw.
-        clients.noteRefusal(pid: pid, uid: uid, log, logger: logger)
-        let refusal = ServerMessage.refused(Refusal(code: .tooManyClients, message: message))
-        _ = refusal.encoded().withUnsafeBytes { Client.send(fd.raw, $0.baseAddress, $0.count) }
-    }
-
     func acceptClients() {
         let listener = clients.listener
         for _ in 0..<64 {
@@ -51,29 +43,11 @@ extension Server {
             let fd = FileDescriptor(accepted)
             _ = fcntl(fd.raw, F_SETFL, fcntl(fd.raw, F_GETFL) | O_NONBLOCK)
             _ = fcntl(fd.raw, F_SETFD, FD_CLOEXEC)
-            var cred = (pid: Int32(0), uid: UInt32(0), gid: UInt32(0))  // struct ucred
-            var len = socklen_t(MemoryLayout.size(ofValue: cred))
-            _ = getsockopt(fd.raw, SOL_SOCKET, SO_PEERCRED, &cred, &len)
-            if clients.count >= configuration.maxClients {
-                refuse(
-                    fd, pid: cred.pid, uid: cred.uid,
-                    "vsyncd serves at most \(configuration.maxClients) clients; try again later",
-                    log: "at the cap of \(configuration.maxClients) clients (--max-clients)")
-                continue
-            }
-            // Counted on demand: accepts are rare next to ticks, and nothing can drift.
-            let held = clients.reduce(0) { $0 + ($1.uid == cred.uid ? 1 : 0) }
-            if held >= configuration.maxClientsPerUser {
-                refuse(
-                    fd, pid: cred.pid, uid: cred.uid,
-                    "uid \(cred.uid) already has \(held) connections, the per-user limit: close some, or raise vsyncd's --max-clients-per-user",
-                    log: "uid \(cred.uid) is at the per-user cap of \(configuration.maxClientsPerUser) connections (--max-clients-per-user)"
-                )
-                continue
-            }
+            var peer = Peer.read(socket: fd.raw)
+            guard admit(fd, &peer) else { continue }
             var size = Self.clientSendBuffer
             _ = setsockopt(fd.raw, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-            let client = Client(socket: fd, pid: cred.pid, uid: cred.uid)
+            let client = Client(socket: fd, pid: peer.pid, uid: peer.uid, appID: peer.appID)
             do {
                 try loop.register(client.fd, .client(client))
             } catch {
@@ -81,7 +55,7 @@ extension Server {
                 continue
             }
             clients.add(client)
-            logger.info("client connected: pid \(cred.pid) uid \(cred.uid) (\(clients.count) client(s))")
+            logger.info("client connected: \(peer.label) (\(clients.count) client(s))")
         }
     }
 

@@ -160,16 +160,8 @@ extension Server {
                         message: "at most \(configuration.maxSubscriptionsPerClient) subscriptions per client")), to: client)
             return
         }
-        // Every subscription costs a send per due vblank: one user's total bounds its share of a tick.
-        let held = clients.reduce(0) { $0 + ($1.uid == client.uid ? $1.subscriptions.count + $1.waiting.count : 0) }
-        guard held < configuration.maxSubscriptionsPerUser else {
-            send(
-                ServerMessage.error(
-                    ErrorMessage(
-                        code: .tooManySubscriptions, subscriptionID: id,
-                        message:
-                            "uid \(client.uid) holds \(held) subscriptions, the per-user limit: end some, or raise vsyncd's --max-subscriptions-per-user"
-                    )), to: client)
+        if let problem = subscriptionShareExceeded(by: client) {
+            send(ServerMessage.error(ErrorMessage(code: .tooManySubscriptions, subscriptionID: id, message: problem)), to: client)
             return
         }
         var request = request

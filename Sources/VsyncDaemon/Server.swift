@@ -19,6 +19,8 @@ final class Server {
     let loop: EventLoop
     let displays = DisplaySet()
     let clients: ClientSet
+    /// Who may connect (`Server+Admission`).
+    let access: DisplayAccess
     let pacing: PacingTimer
     let housekeeping: Housekeeping
     /// The shared timing page (protocol 5); nil when the kernel could not make one.
@@ -37,6 +39,7 @@ final class Server {
         self.source = source
         self.logger = logger
         clients = ClientSet(listener: listener)
+        access = DisplayAccess(configuration: configuration, synthetic: source.isSynthetic, logger: logger)
         loop = try EventLoop(signals: signals)
         do {
             timingPage = try TimingPage()

@@ -29,8 +29,14 @@ struct Vsyncd: ParsableCommand {
             valueName: "drm|timer:HZ|replay:FILE"))
     var source: String = "drm"
 
-    @Option(help: "Group allowed to connect (the socket is mode 0660).")
+    @Option(help: "Group whose members may always connect, as root may; others may when they can use the display.")
     var group: String = "video"
+
+    @Option(
+        help: ArgumentHelp(
+            "Judge who may connect by this node's owner, mode and ACL instead of the cards served; repeat for several.",
+            valueName: "path"))
+    var accessNode: [String] = []
 
     @Option(help: "Most clients served at once; more are refused.")
     var maxClients: Int = 1024
@@ -68,10 +74,11 @@ struct Vsyncd: ParsableCommand {
             return handler
         }
         let logger = Logger(label: "vsyncd")
-        let configuration = DaemonConfiguration(
+        var configuration = DaemonConfiguration(
             socketPath: socket, devices: device, source: DaemonConfiguration.SourceKind(argument: source) ?? .drm,
             group: group, maxClients: maxClients, stallTimeout: stallTimeout,
             maxClientsPerUser: maxClientsPerUser, maxSubscriptionsPerUser: maxSubscriptionsPerUser)
+        configuration.accessNodes = accessNode
         do {
             try Daemon.run(configuration, logger: logger)
         } catch {

@@ -85,13 +85,13 @@ struct SystemdUnitTests {
         #expect(score <= 1.9)
     }
 
-    /// The socket unit and the daemon agree on the path, mode and group the docs give.
+    /// The socket unit and the daemon agree on the path and mode the docs give.
     @Test func socketUnitMatchesDaemonDefaults() throws {
         let socket = try String(contentsOf: Self.repository.appendingPathComponent("systemd/vsyncd.socket"), encoding: .utf8)
         let lines = Set(socket.split(separator: "\n").map(String.init))
         #expect(lines.contains("ListenSequentialPacket=/run/vsyncd/vsyncd.sock"))
-        #expect(lines.contains("SocketMode=0660"))
-        #expect(lines.contains("SocketGroup=video"))
+        // The daemon decides who may connect (DisplayAccess), so the socket is open to all.
+        #expect(lines.contains("SocketMode=0666"))
         let service = try String(contentsOf: Self.repository.appendingPathComponent("systemd/vsyncd.service"), encoding: .utf8)
         for needed in ["DeviceAllow=char-drm rw", "ProtectSystem=strict", "RestrictAddressFamilies=AF_UNIX",
                        "NoNewPrivileges=yes", "SupplementaryGroups=video", "Type=notify", "WatchdogSec="] {

@@ -124,7 +124,7 @@ final class InProcessDaemon: @unchecked Sendable {
         stopWrite = fds[1]
         var logger = Logger(label: "vsyncd-test")
         logger.logLevel = .critical
-        let listener = try ListeningSocket.bind(path: socketPath, group: "video", logger: logger)
+        let listener = try ListeningSocket.bind(path: socketPath)
         // The server owns the pipe's read end from here (its loop's stop signal) and closes it.
         let server = try Server(configuration: DaemonConfiguration(), source: source, listener: listener,
                                 notifier: nil, signals: FileDescriptor(fds[0]), logger: logger)

@@ -129,7 +129,7 @@ extension VsyncdTests {
             let client = try RawClient(path: path)
             #expect(try client.handshake().serverPID == UInt32(third.pid))
             var st = stat()
-            #expect(stat(path, &st) == 0 && st.st_mode & 0o777 == 0o660)
+            #expect(stat(path, &st) == 0 && st.st_mode & 0o777 == 0o666)
         }
 
         @Test func missingDRMIsAClearOneLineError() throws {

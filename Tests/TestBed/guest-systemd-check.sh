@@ -38,7 +38,7 @@ check dpkg-install $? "$(echo "$out" | tail -n 2 | tr '\n' ' ')"
 systemctl is-enabled --quiet vsyncd.socket; check socket-enabled $? "vsyncd.socket $(systemctl is-enabled vsyncd.socket 2>&1)"
 systemctl is-active --quiet vsyncd.socket; check socket-listening $? "vsyncd.socket $(systemctl is-active vsyncd.socket)"
 mode=$(stat -c %a:%G /run/vsyncd/vsyncd.sock 2>&1)
-[ "$mode" = 660:video ]; check socket-mode $? "$mode"
+[ "$mode" = 666:root ]; check socket-mode $? "$mode"
 state=$(show ActiveState)
 [ "$state" = inactive ]; check no-daemon-before-a-client $? "vsyncd.service $state"
 
@@ -85,6 +85,23 @@ for c in full half; do
   sed "s/^/@@$c /" /tmp/$c.out
   sed "s/^/@@$c.err /" /tmp/$c.err
 done
+
+# Who may connect, while the daemon still runs. card0 is root:video 0660 with no ACL: a user in
+# no group, with no session, is refused with the daemon's line (the socket itself is 0666). The
+# ACL entry logind's uaccess gives the active seat's user lets it in; taking the entry away, as
+# the session's end does, refuses it.
+as_seat=(setpriv --reuid 61002 --regid 61002 --clear-groups --)
+refusal="uid 61002 may not use the display: it has no read-write access to /dev/dri/card0"
+out=$("${as_seat[@]}" /usr/bin/vsync-probe follow --frames 1 --timeout 30 2>&1)
+echo "$out" | grep -q "$refusal"; check no-session-refused $? "$(echo "$out" | tail -n 1)"
+setfacl -m u:61002:rw /dev/dri/card0
+out=$("${as_seat[@]}" /usr/bin/vsync-probe follow --frames 3 --timeout 30 2>&1)
+check seat-acl-ticks $? "$(echo "$out" | tail -n 1)"
+setfacl -x u:61002 /dev/dri/card0
+out=$("${as_seat[@]}" /usr/bin/vsync-probe follow --frames 1 --timeout 30 2>&1)
+echo "$out" | grep -q "$refusal"; check session-ended-refused $? "$(echo "$out" | tail -n 1)"
+line=$(journalctl -u vsyncd.service -o cat --no-pager | grep -m 1 "uid 61002 refused: vsyncd: $refusal")
+[ -n "$line" ]; check refusal-logged $? "$line"
 
 # WatchdogSec=10s: alive through the whole run means WATCHDOG=1 kept coming.
 [ "$(show MainPID)" = "$pid" ] && [ "$(show NRestarts)" = 0 ]; check watchdog-kept-alive $? "MainPID $(show MainPID) (was $pid), NRestarts $(show NRestarts), WatchdogUSec $(show WatchdogUSec)"

@@ -6,7 +6,8 @@ import Testing
 /// first client starts the daemon as a dynamic user in group video that reaches /dev/dri/card0
 /// through DeviceAllow, ticks flow for a minute through a mode change with the system-call
 /// filter killing nothing, the watchdog fed and the unit's real-time policy in force, the daemon
-/// stops cleanly, and denied the device it fails with its one line in the journal.
+/// stops cleanly, a user with no group is refused unless the card's ACL (logind's uaccess) grants
+/// it, and denied the device the daemon fails with its one line in the journal.
 /// Tests/TestBed/guest-systemd-check.sh does the steps.
 @Suite(.serialized)
 struct SystemdVMTests {
@@ -15,6 +16,7 @@ struct SystemdVMTests {
         "socket-listening", "socket-mode", "no-daemon-before-a-client", "socket-activation",
         "ready-and-status", "dynamic-user", "group-video", "realtime-rr-1", "device-open", "mode-change",
         "watchdog-kept-alive", "journal-has-the-daemon", "no-sigsys", "clean-stop",
+        "no-session-refused", "seat-acl-ticks", "session-ended-refused", "refusal-logged",
         "denied-device-one-line", "denied-device-not-active", "security-exposure",
     ]
     static let seconds = 60
