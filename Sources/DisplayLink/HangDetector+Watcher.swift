@@ -4,7 +4,7 @@ import Synchronization
 
 /// The detector's thread: looks at every watched context each check interval (or at once
 /// when a long delivery ends), reports hangs as they begin and as they end.
-final class Watcher: Sendable {
+final class HangWatcher: Sendable {
     let signal: Int32
     let thresholdNs: UInt64
     private let intervalNs: UInt64

@@ -65,7 +65,7 @@ public final class HangDetector: Sendable {
         case ended(Hang, durationNanoseconds: UInt64)
     }
 
-    private let watcher: Watcher
+    private let watcher: HangWatcher
 
     /// The signal used when the configuration names none: SIGRTMIN + 5.
     public static var defaultSignal: Int32 { vsync_hang_default_signal() }
@@ -75,7 +75,7 @@ public final class HangDetector: Sendable {
         let signal = configuration.signal ?? Self.defaultSignal
         let installed = vsync_hang_install(signal)
         guard installed == 0 else { throw HangDetectorError(signal: signal, errno: -installed) }
-        watcher = Watcher(configuration: configuration, signal: signal, handler: handler)
+        watcher = HangWatcher(configuration: configuration, signal: signal, handler: handler)
         let thread = Thread { [watcher] in watcher.run() }
         thread.name = "vsync hang watcher"
         thread.start()
@@ -124,7 +124,7 @@ public struct HangDetectorError: Error, Sendable, CustomStringConvertible {
 public final class HangWatch: Sendable {
     public let name: String
     let singleThread: Bool
-    private let watcher: Watcher
+    private let watcher: HangWatcher
     let entered = Atomic<UInt64>(0)
     let left = Atomic<UInt64>(0)
     let pending = Atomic<UInt64>(0)
@@ -135,7 +135,7 @@ public final class HangWatch: Sendable {
     let longStart = Atomic<UInt64>(0)
     let longEnd = Atomic<UInt64>(0)
 
-    init(name: String, singleThread: Bool, watcher: Watcher) {
+    init(name: String, singleThread: Bool, watcher: HangWatcher) {
         self.name = name; self.singleThread = singleThread; self.watcher = watcher
     }
 
