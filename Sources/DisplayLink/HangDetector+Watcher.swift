@@ -102,7 +102,10 @@ final class HangWatcher: Sendable {
     }
 
     private func report(_ w: HangWatch, since: UInt64, kind: HangDetector.Hang.Kind, now: UInt64) -> HangDetector.Hang {
-        let id = state.withLock { s -> UInt64 in s.nextID += 1; return s.nextID }
+        let id = state.withLock { s -> UInt64 in
+            s.nextID += 1
+            return s.nextID
+        }
         var stack: HangStack?
         var unavailable: String?
         let thread = w.thread.load(ordering: .relaxed)
@@ -111,8 +114,10 @@ final class HangWatcher: Sendable {
         } else if thread == 0 {
             unavailable = "the context has not run yet, so its thread is not known"
         } else {
-            switch HangStack.capture(thread: pthread_t(thread), threadID: w.threadID.load(ordering: .relaxed),
-                                     signal: signal, timeoutNs: captureTimeoutNs) {
+            switch HangStack.capture(
+                thread: pthread_t(thread), threadID: w.threadID.load(ordering: .relaxed),
+                signal: signal, timeoutNs: captureTimeoutNs)
+            {
             case .success(let s): stack = s
             case .failure(let f): unavailable = f.description
             }
@@ -123,7 +128,8 @@ final class HangWatcher: Sendable {
                 unavailable = "the context moved on while its stack was being taken"
             }
         }
-        return HangDetector.Hang(id: id, context: w.name, kind: kind, sinceNanoseconds: since,
-                                 detectedNanoseconds: now, stack: stack, stackUnavailable: unavailable)
+        return HangDetector.Hang(
+            id: id, context: w.name, kind: kind, sinceNanoseconds: since,
+            detectedNanoseconds: now, stack: stack, stackUnavailable: unavailable)
     }
 }

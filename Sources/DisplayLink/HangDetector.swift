@@ -30,8 +30,10 @@ public final class HangDetector: Sendable {
         public var captureTimeout: Double
 
         public init(threshold: Double = 0.25, checkInterval: Double = 0.05, signal: Int32? = nil, captureTimeout: Double = 0.1) {
-            self.threshold = threshold; self.checkInterval = checkInterval
-            self.signal = signal; self.captureTimeout = captureTimeout
+            self.threshold = threshold
+            self.checkInterval = checkInterval
+            self.signal = signal
+            self.captureTimeout = captureTimeout
         }
     }
 
@@ -82,7 +84,9 @@ public final class HangDetector: Sendable {
     }
 
     /// A detector whose events come as a stream.
-    public static func events(configuration: Configuration = Configuration()) throws(HangDetectorError) -> (HangDetector, AsyncStream<Event>) {
+    public static func events(configuration: Configuration = Configuration()) throws(HangDetectorError) -> (
+        HangDetector, AsyncStream<Event>
+    ) {
         let (stream, continuation) = AsyncStream<Event>.makeStream(bufferingPolicy: .bufferingNewest(64))
         let detector = try HangDetector(configuration: configuration) { continuation.yield($0) }
         return (detector, stream)
@@ -113,7 +117,8 @@ public struct HangDetectorError: Error, Sendable, CustomStringConvertible {
     public var description: String {
         switch errno {
         case EBUSY: "hang detector: signal \(signal) already has another handler: pass a free realtime signal in Configuration.signal"
-        case EEXIST: "hang detector: signal \(signal) requested, but this process's detectors already use \(vsync_hang_installed_signal()): use that one"
+        case EEXIST:
+            "hang detector: signal \(signal) requested, but this process's detectors already use \(vsync_hang_installed_signal()): use that one"
         default: "hang detector: cannot install a handler for signal \(signal): \(String(cString: strerror(errno)))"
         }
     }
@@ -136,7 +141,9 @@ public final class HangWatch: Sendable {
     let longEnd = Atomic<UInt64>(0)
 
     init(name: String, singleThread: Bool, watcher: HangWatcher) {
-        self.name = name; self.singleThread = singleThread; self.watcher = watcher
+        self.name = name
+        self.singleThread = singleThread
+        self.watcher = watcher
     }
 
     /// A delivery begins on the calling thread.

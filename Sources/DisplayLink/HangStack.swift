@@ -86,19 +86,23 @@ public struct HangStack: Sendable, Equatable, CustomStringConvertible {
             UnsafeRawPointer(bitPattern: lookup), &symbol, symbol.count, &symbolOffset, &module, module.count, &moduleOffset)
         let name = found > 0 ? demangle(String(decoding: symbol.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)) : nil
         let file = found >= 0 ? String(decoding: module.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil
-        return Frame(address: address, symbol: name, offset: found > 0 ? symbolOffset + (address - lookup) : 0,
-                     module: file?.isEmpty == false ? file : nil)
+        return Frame(
+            address: address, symbol: name, offset: found > 0 ? symbolOffset + (address - lookup) : 0,
+            module: file?.isEmpty == false ? file : nil)
     }
 
-    private typealias DemangleFunction = @convention(c) (
-        UnsafePointer<CChar>?, Int, UnsafeMutablePointer<CChar>?, UnsafeMutablePointer<Int>?, UInt32
-    ) -> UnsafeMutablePointer<CChar>?
+    private typealias DemangleFunction =
+        @convention(c) (
+            UnsafePointer<CChar>?, Int, UnsafeMutablePointer<CChar>?, UnsafeMutablePointer<Int>?, UInt32
+        ) -> UnsafeMutablePointer<CChar>?
 
     /// The runtime's demangler, looked up once: exported by libswiftCore.so, or found in the
     /// program's own symbol table when the runtime is linked in (--static-swift-stdlib).
     private static let demangler: DemangleFunction? = {
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "swift_demangle")
-            ?? vsync_hang_main_program_symbol("swift_demangle") else { return nil }
+        guard
+            let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "swift_demangle")
+                ?? vsync_hang_main_program_symbol("swift_demangle")
+        else { return nil }
         return unsafeBitCast(symbol, to: DemangleFunction.self)
     }()
 

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import Testing
+
 @testable import DisplayLink
 
 /// Hangs on purpose in a known function, and where that function's name must show up: in the
@@ -119,9 +120,12 @@ struct HangDetectorTests {
         let entries = log.entries.withLock { $0 }
         #expect(entries.count == 3, "\(entries)")
         guard entries.count == 3, case .began(let hang) = entries[0], case .hangReturned(let start, let end) = entries[1],
-              case .ended(let endedHang, let duration) = entries[2] else { return }
+            case .ended(let endedHang, let duration) = entries[2]
+        else { return }
         #expect(hang.kind == .waiting && endedHang.id == hang.id)
-        #expect(hang.stack?.contains(function: "simulatedHangInKnownFunction") == true, "\(hang.stack?.description ?? hang.stackUnavailable ?? "")")
+        #expect(
+            hang.stack?.contains(function: "simulatedHangInKnownFunction") == true,
+            "\(hang.stack?.description ?? hang.stackUnavailable ?? "")")
         // The wait ran from the put (before the hang began) to the next willRun (after it).
         #expect(duration >= end - start)
     }
@@ -144,10 +148,16 @@ struct HangDetectorTests {
         }
         #expect(log.waitForEnded())
         let entries = log.entries.withLock { $0 }
-        guard case .began(let hang)? = entries.first else { Issue.record("no hang reported: \(entries)"); return }
+        guard case .began(let hang)? = entries.first else {
+            Issue.record("no hang reported: \(entries)")
+            return
+        }
         #expect(hang.kind == .waiting && hang.stack == nil)
         #expect(hang.stackUnavailable?.contains("queue") == true)
-        #expect(entries.firstIndex { if case .began = $0 { true } else { false } }! < entries.firstIndex { if case .hangReturned = $0 { true } else { false } }!)
+        #expect(
+            entries.firstIndex { if case .began = $0 { true } else { false } }! < entries.firstIndex {
+                if case .hangReturned = $0 { true } else { false }
+            }!)
     }
 
     @Test func shortDeliveriesAreNotHangs() throws {
@@ -158,7 +168,10 @@ struct HangDetectorTests {
         let entered = Mutex<UInt64>(0)
         let thread = Thread {
             // Many deliveries well under the threshold, then one hang: the only one reported.
-            for _ in 0..<50 { watch.willRun(); watch.didRun() }
+            for _ in 0..<50 {
+                watch.willRun()
+                watch.didRun()
+            }
             let now = MonotonicClock.nanoseconds()
             entered.withLock { $0 = now }
             watch.willRun(now: now)

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import VsyncCore
 
 /// Each reason a frame can be late, and each threshold's edge (FrameTimeline's: present
@@ -16,8 +17,9 @@ struct FrameJankTests {
         sent: UInt64? = due, received: UInt64 = due + 100_000, ended: UInt64? = nil,
         present: UInt64? = target, display: FrameDisplayState = .on
     ) -> FrameFacts {
-        FrameFacts(predictedPresentNs: target, periodNs: period, dueNs: due, sentNs: sent, receivedNs: received,
-                   workEndedNs: ended ?? received + ms, presentNs: present, display: display)
+        FrameFacts(
+            predictedPresentNs: target, periodNs: period, dueNs: due, sentNs: sent, receivedNs: received,
+            workEndedNs: ended ?? received + ms, presentNs: present, display: display)
     }
 
     static func reason(_ f: FrameFacts) -> FrameJankReason { FrameJank.classify(f).reason }
@@ -48,13 +50,23 @@ struct FrameJankTests {
         // Received 3 ms late; the 1 ms of work fits in the 4 ms it had, so the delivery made it miss.
         let lateReceipt = Self.due + 3 * Self.ms
         let ended = lateReceipt + 3_500_000
-        #expect(Self.reason(Self.facts(sent: Self.due + 3 * Self.ms, received: lateReceipt, ended: ended, present: Self.target + Self.period)) == .daemonLate)
-        #expect(Self.reason(Self.facts(sent: Self.due + 10_000, received: lateReceipt, ended: ended, present: Self.target + Self.period)) == .deliveryLate)
-        #expect(Self.reason(Self.facts(sent: nil, received: lateReceipt, ended: ended, present: Self.target + Self.period)) == .deliveryLate,
-                "without the send time, late delivery is the scheduler's")
+        #expect(
+            Self.reason(Self.facts(sent: Self.due + 3 * Self.ms, received: lateReceipt, ended: ended, present: Self.target + Self.period))
+                == .daemonLate)
+        #expect(
+            Self.reason(Self.facts(sent: Self.due + 10_000, received: lateReceipt, ended: ended, present: Self.target + Self.period))
+                == .deliveryLate)
+        #expect(
+            Self.reason(Self.facts(sent: nil, received: lateReceipt, ended: ended, present: Self.target + Self.period)) == .deliveryLate,
+            "without the send time, late delivery is the scheduler's")
         // The daemon's edge: 2 ms past due is still on time for the send.
-        #expect(Self.reason(Self.facts(sent: Self.due + 2 * Self.ms, received: lateReceipt, ended: ended, present: Self.target + Self.period)) == .deliveryLate)
-        #expect(Self.reason(Self.facts(sent: Self.due + 2 * Self.ms + 1, received: lateReceipt, ended: ended, present: Self.target + Self.period)) == .daemonLate)
+        #expect(
+            Self.reason(Self.facts(sent: Self.due + 2 * Self.ms, received: lateReceipt, ended: ended, present: Self.target + Self.period))
+                == .deliveryLate)
+        #expect(
+            Self.reason(
+                Self.facts(sent: Self.due + 2 * Self.ms + 1, received: lateReceipt, ended: ended, present: Self.target + Self.period))
+                == .daemonLate)
         // The receipt's edge: 2 ms late is on time, so the overrun is the app's.
         let onEdge = Self.due + 2 * Self.ms
         #expect(Self.reason(Self.facts(received: onEdge, ended: Self.target + 1, present: Self.target + Self.period)) == .appDeadlineMissed)
@@ -64,12 +76,20 @@ struct FrameJankTests {
     @Test func workLongerThanTheBudgetIsTheAppsEvenWhenTheTickWasLate() {
         let lateReceipt = Self.due + 3 * Self.ms
         // Exactly the 4 ms budget after a late receipt: delivery's fault; one ns more: the app's.
-        #expect(Self.reason(Self.facts(sent: Self.due, received: lateReceipt, ended: lateReceipt + Self.work, present: Self.target + Self.period)) == .deliveryLate)
-        #expect(Self.reason(Self.facts(sent: Self.due, received: lateReceipt, ended: lateReceipt + Self.work + 1, present: Self.target + Self.period)) == .appDeadlineMissed)
+        #expect(
+            Self.reason(
+                Self.facts(sent: Self.due, received: lateReceipt, ended: lateReceipt + Self.work, present: Self.target + Self.period))
+                == .deliveryLate)
+        #expect(
+            Self.reason(
+                Self.facts(sent: Self.due, received: lateReceipt, ended: lateReceipt + Self.work + 1, present: Self.target + Self.period))
+                == .appDeadlineMissed)
     }
 
     @Test func onTimeFinishPresentedWholeVsyncsOffIsSchedulingElsePredictionError() {
-        let p = Self.period, ms = Self.ms, t = Self.target
+        let p = Self.period
+        let ms = Self.ms
+        let t = Self.target
         #expect(Self.reason(Self.facts(present: t + p)) == .presentScheduling)
         #expect(Self.reason(Self.facts(present: t + 2 * p)) == .presentScheduling)
         #expect(Self.reason(Self.facts(present: t + p / 2)) == .predictionError)
@@ -98,7 +118,9 @@ struct FrameJankTests {
     @Test func variableRefreshWaitIsTheDisplaysButAnOverrunStillTheApps() {
         let v = FrameJank.classify(Self.facts(present: Self.target + 5 * Self.ms, display: .variable))
         #expect(v.reason == .variableRefresh && v.presentType == .late && v.onTimeFinish)
-        #expect(Self.reason(Self.facts(ended: Self.target + 3 * Self.ms, present: Self.target + 5 * Self.ms, display: .variable)) == .appDeadlineMissed)
+        #expect(
+            Self.reason(Self.facts(ended: Self.target + 3 * Self.ms, present: Self.target + 5 * Self.ms, display: .variable))
+                == .appDeadlineMissed)
         #expect(Self.reason(Self.facts(present: Self.target + Self.ms, display: .variable)) == .onTime)
     }
 
@@ -107,7 +129,8 @@ struct FrameJankTests {
         #expect(off.reason == .displayOff && off.presentType == .unknown && off.predictionType == .unknown)
         let predicted = FrameJank.classify(Self.facts(present: Self.target, display: .predictedWhileOff))
         #expect(predicted.reason == .predictedWhileOff && predicted.predictionType == .expired && predicted.presentType == .unknown)
-        let mode = FrameJank.classify(Self.facts(ended: Self.target + 5 * Self.ms, present: Self.target + 3 * Self.ms, display: .modeChanged))
+        let mode = FrameJank.classify(
+            Self.facts(ended: Self.target + 5 * Self.ms, present: Self.target + 3 * Self.ms, display: .modeChanged))
         #expect(mode.reason == .modeChange && mode.presentType == .late, "a mode change outranks the app's overrun")
         #expect(FrameJank.classify(Self.facts()).predictionType == .valid)
     }
@@ -123,7 +146,8 @@ struct FrameJankTests {
     }
 
     @Test func thePresentIsTheFirstVBlankAtOrAfterTheWorksEnd() {
-        let p = Self.period, ref: UInt64 = 5_000 * Self.ms
+        let p = Self.period
+        let ref: UInt64 = 5_000 * Self.ms
         func present(_ end: UInt64) -> (UInt64, UInt64) {
             let v = FrameJank.presentVBlank(workEndedNs: end, referenceSequence: 300, referenceNs: ref, periodNs: p)
             return (v.sequence, v.timestampNs)
@@ -139,7 +163,8 @@ struct FrameJankTests {
 
     @Test func aTickIsDueAtItsCommitPointOrWithoutWorkDurationAtItsVBlank() {
         #expect(FrameFacts.dueNs(targetNs: Self.target, workDurationNs: Self.work, vblankNs: 1) == Self.due)
-        #expect(FrameFacts.dueNs(targetNs: Self.target, workDurationNs: 0, vblankNs: Self.target - Self.period) == Self.target - Self.period)
+        #expect(
+            FrameFacts.dueNs(targetNs: Self.target, workDurationNs: 0, vblankNs: Self.target - Self.period) == Self.target - Self.period)
         #expect(FrameFacts.dueNs(targetNs: 3, workDurationNs: 5, vblankNs: 1) == 0)
     }
 

@@ -90,9 +90,14 @@ public struct FrameFacts: Sendable, Equatable {
         predictedPresentNs: UInt64, periodNs: UInt64, dueNs: UInt64, sentNs: UInt64? = nil, receivedNs: UInt64,
         workEndedNs: UInt64, presentNs: UInt64?, display: FrameDisplayState = .on
     ) {
-        self.predictedPresentNs = predictedPresentNs; self.periodNs = periodNs; self.dueNs = dueNs
-        self.sentNs = sentNs; self.receivedNs = receivedNs; self.workEndedNs = workEndedNs
-        self.presentNs = presentNs; self.display = display
+        self.predictedPresentNs = predictedPresentNs
+        self.periodNs = periodNs
+        self.dueNs = dueNs
+        self.sentNs = sentNs
+        self.receivedNs = receivedNs
+        self.workEndedNs = workEndedNs
+        self.presentNs = presentNs
+        self.display = display
     }
 
     /// When a tick is due: a paced tick (work duration W > 0) at its target − W, the commit
@@ -113,7 +118,9 @@ public struct FrameJankThresholds: Sendable, Equatable {
     public var startNs: UInt64
 
     public init(presentNs: UInt64 = 2_000_000, deadlineNs: UInt64 = 0, startNs: UInt64 = 2_000_000) {
-        self.presentNs = presentNs; self.deadlineNs = deadlineNs; self.startNs = startNs
+        self.presentNs = presentNs
+        self.deadlineNs = deadlineNs
+        self.startNs = startNs
     }
 
     public static let frameTimeline = FrameJankThresholds()

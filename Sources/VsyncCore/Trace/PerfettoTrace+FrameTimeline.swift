@@ -76,11 +76,20 @@ extension PerfettoTrace {
             presentType: PresentType, onTimeFinish: Bool, gpuComposition: Bool = false,
             jankType: JankType, predictionType: PredictionType = .valid, presentDelayMillis: Float? = nil
         ) {
-            self.token = token; self.displayFrameToken = displayFrameToken; self.pid = pid; self.layerName = layerName
-            self.expectedStartNs = expectedStartNs; self.expectedEndNs = expectedEndNs
-            self.actualStartNs = actualStartNs; self.actualEndNs = actualEndNs
-            self.presentType = presentType; self.onTimeFinish = onTimeFinish; self.gpuComposition = gpuComposition
-            self.jankType = jankType; self.predictionType = predictionType; self.presentDelayMillis = presentDelayMillis
+            self.token = token
+            self.displayFrameToken = displayFrameToken
+            self.pid = pid
+            self.layerName = layerName
+            self.expectedStartNs = expectedStartNs
+            self.expectedEndNs = expectedEndNs
+            self.actualStartNs = actualStartNs
+            self.actualEndNs = actualEndNs
+            self.presentType = presentType
+            self.onTimeFinish = onTimeFinish
+            self.gpuComposition = gpuComposition
+            self.jankType = jankType
+            self.predictionType = predictionType
+            self.presentDelayMillis = presentDelayMillis
         }
     }
 

@@ -31,7 +31,9 @@ public struct PerfettoTrace: Sendable {
         public var boottimeNs: UInt64?
         public var realtimeNs: UInt64?
         public init(monotonicNs: UInt64, boottimeNs: UInt64? = nil, realtimeNs: UInt64? = nil) {
-            self.monotonicNs = monotonicNs; self.boottimeNs = boottimeNs; self.realtimeNs = realtimeNs
+            self.monotonicNs = monotonicNs
+            self.boottimeNs = boottimeNs
+            self.realtimeNs = realtimeNs
         }
     }
 
@@ -232,10 +234,18 @@ public struct PerfettoTrace: Sendable {
     private static func argument(_ e: inout ProtobufWriter, _ argument: Argument) {
         e.message(4) { a in  // debug_annotations: DebugAnnotation
             switch argument {
-            case let .uint(name, v): a.string(10, name); a.uint64(3, v)
-            case let .int(name, v): a.string(10, name); a.int64(4, v)
-            case let .bool(name, v): a.string(10, name); a.bool(2, v)
-            case let .string(name, v): a.string(10, name); a.string(6, v)
+            case .uint(let name, let v):
+                a.string(10, name)
+                a.uint64(3, v)
+            case .int(let name, let v):
+                a.string(10, name)
+                a.int64(4, v)
+            case .bool(let name, let v):
+                a.string(10, name)
+                a.bool(2, v)
+            case .string(let name, let v):
+                a.string(10, name)
+                a.string(6, v)
             }
         }
     }

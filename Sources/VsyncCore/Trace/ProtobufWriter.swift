@@ -41,7 +41,10 @@ public struct ProtobufWriter: Sendable {
     public static func varintSize(_ value: UInt64) -> Int {
         var n = 1
         var v = value >> 7
-        while v != 0 { n += 1; v >>= 7 }
+        while v != 0 {
+            n += 1
+            v >>= 7
+        }
         return n
     }
 
