@@ -14,7 +14,9 @@ import VsyncCore
 ///
 /// Every `window` seconds it reports the frames per second over that window, the frames its
 /// link skipped (because the thread or a callback was too slow), the callbacks that overran
-/// their `targetTimestamp`, and the hitches: gaps between callbacks longer than `hitchThreshold`.
+/// their `targetTimestamp`, the hitches: gaps between callbacks longer than `hitchThreshold`,
+/// and the late frames by reason (``FrameJankReason``, by ``FrameJankTracker``'s rules: the
+/// app's own work, a tick delivered late, the display's prediction, mode or power).
 ///
 /// The monitor does not retain its owner; it owns its link and invalidates it when released.
 public final class FrameMonitor: Sendable {
@@ -37,6 +39,11 @@ public final class FrameMonitor: Sendable {
         /// at its end); all zero without one. In ``FrameMonitor/totals``, counted from the
         /// monitor's start, so a request made after it is counted whenever it ends.
         public var frameWork = FrameWorkCounts()
+        /// Late frames by reason (never `onTime`): each callback's frame judged as
+        /// ``FrameJankTracker`` does, its work being the monitor's `work` (or nothing).
+        public var lateFrames: [FrameJankReason: Int] = [:]
+        /// All late frames: the sum of ``lateFrames``.
+        public var late: Int { lateFrames.values.reduce(0, +) }
     }
 
     /// A stall: two callbacks further apart than the threshold.
@@ -105,6 +112,14 @@ public final class FrameMonitor: Sendable {
     /// ``add(to:forMode:)``.
     public var totals: Report { counter.totals }
 
+    /// Also writes every frame from now on to a Perfetto trace (protobuf) at `path`, replacing
+    /// the file: the display's vblanks and each frame's expected and actual timeline as
+    /// FrameTimeline's app frames, on CLOCK_MONOTONIC, the frame's ``FrameJankReason`` as its
+    /// jank type. Open it in ui.perfetto.dev or trace_processor; it is whole after every frame.
+    public func recordTrace(to path: String) throws(TraceFileError) {
+        try counter.recordTrace(to: path, layerName: "FrameMonitor")
+    }
+
     /// Errors of the underlying link (no daemon, display gone).
     public var errorHandler: (@Sendable (DisplayLinkError) -> Void)? {
         get { link.errorHandler }
@@ -120,6 +135,7 @@ private final class Counter: Sendable {
         var dropped = 0
         var overruns = 0
         var hitches = 0
+        var late: [FrameJankReason: Int] = [:]
     }
 
     struct State {
@@ -130,6 +146,8 @@ private final class Counter: Sendable {
         var workAtStart: FrameWorkCounts?
         var lastCallbackNs: UInt64 = 0
         var lastTimestampNs: UInt64 = 0
+        var jank = FrameJankTracker()
+        var trace: FrameTraceFile?
     }
 
     let windowNs: UInt64
@@ -171,6 +189,8 @@ private final class Counter: Sendable {
             ended = MonotonicClock.nanoseconds()
         }
         let overran = ended > frame.targetTimestampNanoseconds
+        let workDurationNs = link.withState { link.settings($0).workDurationNs }
+        let tick = FrameTick(frame, workDurationNs: workDurationNs, startNs: now, endNs: ended)
         let workCounts = frameWork?.counts ?? FrameWorkCounts()
         let (report, hitch) = state.withLock { s -> (FrameMonitor.Report?, FrameMonitor.Hitch?) in
             var hitch: FrameMonitor.Hitch?
@@ -180,6 +200,9 @@ private final class Counter: Sendable {
                     timestamp: Double(now) / 1e9, droppedFrames: frame.skipped)
             }
             s.lastCallbackNs = now
+            let (facts, verdict) = s.jank.frame(tick)
+            s.trace?.record(tick, facts: facts, jank: verdict)
+            let reason = verdict.reason
             if s.workAtStart == nil {  // its link was scheduled directly, not through the monitor
                 s.workAtStart = workCounts
                 s.workAtWindow = workCounts
@@ -195,6 +218,7 @@ private final class Counter: Sendable {
                 s[keyPath: w].dropped += frame.skipped
                 if overran { s[keyPath: w].overruns += 1 }
                 if hitch != nil { s[keyPath: w].hitches += 1 }
+                if reason != .onTime { s[keyPath: w].late[reason, default: 0] += 1 }
             }
             s.lastTimestampNs = frame.timestampNanoseconds
             guard frame.timestampNanoseconds >= s.window.startTimestampNs + windowNs else { return (nil, hitch) }
@@ -206,6 +230,11 @@ private final class Counter: Sendable {
         }
         if let hitch { onHitch?(hitch) }
         if let report { onReport(report) }
+    }
+
+    func recordTrace(to path: String, layerName: String) throws(TraceFileError) {
+        let file = try FrameTraceFile(path: path, layerName: layerName)
+        state.withLock { $0.trace = file }
     }
 
     var totals: FrameMonitor.Report {
@@ -221,6 +250,17 @@ private final class Counter: Sendable {
         let seconds = endNs > w.startTimestampNs ? Double(endNs - w.startTimestampNs) / 1e9 : 0
         return FrameMonitor.Report(
             framesPerSecond: seconds > 0 ? Double(w.frames) / seconds : 0, frames: w.frames, window: seconds,
-            droppedFrames: w.dropped, overruns: w.overruns, hitches: w.hitches)
+            droppedFrames: w.dropped, overruns: w.overruns, hitches: w.hitches, lateFrames: w.late)
+    }
+}
+
+extension FrameTick {
+    /// A link's frame as the app handled it: its callback from `startNs` to `endNs`.
+    public init(_ f: DisplayLink.Frame, workDurationNs: UInt64 = 0, startNs: UInt64, endNs: UInt64) {
+        let divisor = f.frameTimelines.count > 1 ? f.frameTimelines[1].sequence &- f.frameTimelines[0].sequence : 1
+        self.init(
+            sequence: f.sequence, timestampNs: f.timestampNanoseconds, targetSequence: f.targetSequence,
+            targetTimestampNs: f.targetTimestampNanoseconds, periodNs: f.durationNanoseconds, divisor: divisor,
+            workDurationNs: workDurationNs, flags: f.flags, generation: f.generation, startNs: startNs, endNs: endNs)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import VsyncCore
@@ -214,35 +215,8 @@ struct PerfettoTraceTests {
     // MARK: protoc
 
     /// Runs protoc with the trace on its standard input; its text output.
-    func protoc(_ arguments: [String], _ input: [UInt8]) throws -> String {
-        let path = ["/usr/bin/protoc", "/usr/local/bin/protoc"].first { FileManager.default.isExecutableFile(atPath: $0) }
-        let exe = try #require(path, "protoc not found: apt-get install protobuf-compiler (Scripts/test.sh installs it)")
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "perfetto-\(getpid())-\(UInt64.random(in: 0...UInt64.max)).pftrace")
-        try Data(input).write(to: file)
-        defer { try? FileManager.default.removeItem(at: file) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: exe)
-        process.arguments = arguments
-        process.standardInput = try FileHandle(forReadingFrom: file)
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let text = out.fileHandleForReading.readDataToEndOfFile()
-        let errors = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "protoc: \(String(decoding: errors, as: UTF8.self))")
-        return String(decoding: text, as: UTF8.self)
-    }
+    func protoc(_ arguments: [String], _ input: [UInt8]) throws -> String { try Protoc.run(arguments, input: input) }
 
     /// The top-level `packet { … }` blocks of protoc's text, each as its inner lines.
-    static func packets(_ text: String, opening: String = "packet {") -> [[String]] {
-        var packets: [[String]] = []
-        for line in text.split(separator: "\n", omittingEmptySubsequences: true).map(String.init) {
-            if line == opening { packets.append([]) } else if line != "}" { packets[packets.count - 1].append(line) }
-        }
-        return packets
-    }
+    static func packets(_ text: String, opening: String = "packet {") -> [[String]] { Protoc.packets(text, opening: opening) }
 }

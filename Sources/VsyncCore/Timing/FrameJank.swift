@@ -32,6 +32,23 @@ public enum FrameJankReason: Sendable, Hashable, CaseIterable {
     /// The facts do not say (present not known, or finished late yet presented early).
     case unknown
 
+    /// The reason's name in JSON output and reports: the case's name.
+    public var name: String {
+        switch self {
+        case .onTime: "onTime"
+        case .appDeadlineMissed: "appDeadlineMissed"
+        case .daemonLate: "daemonLate"
+        case .deliveryLate: "deliveryLate"
+        case .presentScheduling: "presentScheduling"
+        case .predictionError: "predictionError"
+        case .variableRefresh: "variableRefresh"
+        case .displayOff: "displayOff"
+        case .predictedWhileOff: "predictedWhileOff"
+        case .modeChange: "modeChange"
+        case .unknown: "unknown"
+        }
+    }
+
     /// The FrameTimelineEvent jank bits Perfetto draws for the reason. The daemon stands where
     /// SurfaceFlinger does (the system's frame scheduler): its late send is the compositor's
     /// CPU deadline missed, the scheduler's late delivery and a presentation held for a later
@@ -85,10 +102,13 @@ public struct FrameFacts: Sendable, Equatable {
     /// nil when not known.
     public var presentNs: UInt64?
     public var display: FrameDisplayState
+    /// When the app's context finished its previous frame: a tick that waited for the app's
+    /// own earlier work was late by the app's doing, not delivery's. Nil when not known.
+    public var contextFreeNs: UInt64?
 
     public init(
         predictedPresentNs: UInt64, periodNs: UInt64, dueNs: UInt64, sentNs: UInt64? = nil, receivedNs: UInt64,
-        workEndedNs: UInt64, presentNs: UInt64?, display: FrameDisplayState = .on
+        workEndedNs: UInt64, presentNs: UInt64?, display: FrameDisplayState = .on, contextFreeNs: UInt64? = nil
     ) {
         self.predictedPresentNs = predictedPresentNs
         self.periodNs = periodNs
@@ -98,6 +118,7 @@ public struct FrameFacts: Sendable, Equatable {
         self.workEndedNs = workEndedNs
         self.presentNs = presentNs
         self.display = display
+        self.contextFreeNs = contextFreeNs
     }
 
     /// When a tick is due: a paced tick (work duration W > 0) at its target − W, the commit
@@ -183,11 +204,13 @@ public struct FrameJank: Sendable, Equatable {
     /// Whose the late finish was. The app had from the tick's due time to the deadline; if its
     /// own work (receipt to end) fit in that but the tick came more than the start threshold
     /// late, delivery made it miss: the daemon's if it sent late, else the scheduler's between
-    /// the send and the receipt (without the send time, late delivery is the scheduler's).
+    /// the send and the receipt (without the send time, late delivery is the scheduler's). A
+    /// tick that waited for the app's context to finish its previous frame is late from then.
     static func lateFinish(_ f: FrameFacts, _ t: FrameJankThresholds) -> FrameJankReason {
         let budget = f.predictedPresentNs > f.dueNs ? f.predictedPresentNs - f.dueNs : 0
         let work = f.workEndedNs > f.receivedNs ? f.workEndedNs - f.receivedNs : 0
-        let lag = f.receivedNs > f.dueNs ? f.receivedNs - f.dueNs : 0
+        let from = max(f.dueNs, f.contextFreeNs ?? 0)
+        let lag = f.receivedNs > from ? f.receivedNs - from : 0
         guard lag > t.startNs, work <= budget &+ t.deadlineNs else { return .appDeadlineMissed }
         if let sent = f.sentNs, sent > f.dueNs, sent - f.dueNs > t.startNs { return .daemonLate }
         return .deliveryLate
