@@ -176,6 +176,10 @@ public final class HangWatch: Sendable {
         _ = pending.compareExchange(expected: 0, desired: now, ordering: .relaxed)
     }
 
+    /// The frames put for the context were dropped before it ran them (the link paused): it
+    /// no longer owes a frame, so it is not waiting.
+    public func framesDropped() { pending.store(0, ordering: .relaxed) }
+
     private func noteLong(_ start: UInt64, _ end: UInt64) {
         longEnd.store(end, ordering: .relaxed)
         longStart.store(start, ordering: .releasing)
