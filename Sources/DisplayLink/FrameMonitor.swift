@@ -46,6 +46,16 @@ public final class FrameMonitor: Sendable {
         public var late: Int { lateFrames.values.reduce(0, +) }
     }
 
+    /// A frame that was late, and why.
+    public struct LateFrame: Sendable, Equatable {
+        public var reason: FrameJankReason
+        /// The vblank the frame was for: its tick's `targetSequence`.
+        public var targetSequence: UInt64
+        /// When its callback began and its work ended (CLOCK_MONOTONIC ns).
+        public var startNanoseconds: UInt64
+        public var endNanoseconds: UInt64
+    }
+
     /// A stall: two callbacks further apart than the threshold.
     public struct Hitch: Sendable, Equatable {
         /// The gap between the two callbacks, in seconds.
@@ -120,6 +130,12 @@ public final class FrameMonitor: Sendable {
         try counter.recordTrace(to: path, layerName: "FrameMonitor")
     }
 
+    /// Called on the link's context after each late frame's callback, with its reason.
+    public var lateFrameHandler: (@Sendable (LateFrame) -> Void)? {
+        get { counter.lateFrameHandler }
+        set { counter.lateFrameHandler = newValue }
+    }
+
     /// Errors of the underlying link (no daemon, display gone).
     public var errorHandler: (@Sendable (DisplayLinkError) -> Void)? {
         get { link.errorHandler }
@@ -148,6 +164,7 @@ private final class Counter: Sendable {
         var lastTimestampNs: UInt64 = 0
         var jank = FrameJankTracker()
         var trace: FrameTraceFile?
+        var lateFrameHandler: (@Sendable (FrameMonitor.LateFrame) -> Void)?
     }
 
     let windowNs: UInt64
@@ -192,7 +209,8 @@ private final class Counter: Sendable {
         let workDurationNs = link.withState { link.settings($0).workDurationNs }
         let tick = FrameTick(frame, workDurationNs: workDurationNs, startNs: now, endNs: ended)
         let workCounts = frameWork?.counts ?? FrameWorkCounts()
-        let (report, hitch) = state.withLock { s -> (FrameMonitor.Report?, FrameMonitor.Hitch?) in
+        typealias LateCall = (handler: @Sendable (FrameMonitor.LateFrame) -> Void, frame: FrameMonitor.LateFrame)
+        let (report, hitch, lateCall) = state.withLock { s -> (FrameMonitor.Report?, FrameMonitor.Hitch?, LateCall?) in
             var hitch: FrameMonitor.Hitch?
             if s.lastCallbackNs > 0, now - s.lastCallbackNs > hitchNs {
                 hitch = FrameMonitor.Hitch(
@@ -203,6 +221,16 @@ private final class Counter: Sendable {
             let (facts, verdict) = s.jank.frame(tick)
             s.trace?.record(tick, facts: facts, jank: verdict)
             let reason = verdict.reason
+            let lateCall =
+                reason == .onTime
+                ? nil
+                : s.lateFrameHandler.map {
+                    (
+                        $0,
+                        FrameMonitor.LateFrame(
+                            reason: reason, targetSequence: frame.targetSequence, startNanoseconds: now, endNanoseconds: ended)
+                    )
+                }
             if s.workAtStart == nil {  // its link was scheduled directly, not through the monitor
                 s.workAtStart = workCounts
                 s.workAtWindow = workCounts
@@ -211,7 +239,7 @@ private final class Counter: Sendable {
             guard s.window.startTimestampNs > 0 else {
                 s.window.startTimestampNs = frame.timestampNanoseconds
                 s.total.startTimestampNs = frame.timestampNanoseconds
-                return (nil, nil)
+                return (nil, nil, lateCall)
             }
             for w in [\State.window, \State.total] {
                 s[keyPath: w].frames += 1
@@ -221,15 +249,21 @@ private final class Counter: Sendable {
                 if reason != .onTime { s[keyPath: w].late[reason, default: 0] += 1 }
             }
             s.lastTimestampNs = frame.timestampNanoseconds
-            guard frame.timestampNanoseconds >= s.window.startTimestampNs + windowNs else { return (nil, hitch) }
+            guard frame.timestampNanoseconds >= s.window.startTimestampNs + windowNs else { return (nil, hitch, lateCall) }
             var report = Self.report(s.window, until: frame.timestampNanoseconds)
             report.frameWork = workCounts.since(s.workAtWindow)
             s.window = Window(startTimestampNs: frame.timestampNanoseconds)
             s.workAtWindow = workCounts
-            return (report, hitch)
+            return (report, hitch, lateCall)
         }
+        if let lateCall { lateCall.handler(lateCall.frame) }
         if let hitch { onHitch?(hitch) }
         if let report { onReport(report) }
+    }
+
+    var lateFrameHandler: (@Sendable (FrameMonitor.LateFrame) -> Void)? {
+        get { state.withLock { $0.lateFrameHandler } }
+        set { state.withLock { $0.lateFrameHandler = newValue } }
     }
 
     func recordTrace(to path: String, layerName: String) throws(TraceFileError) {
