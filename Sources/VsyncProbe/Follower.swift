@@ -92,7 +92,7 @@ struct Follower {
         return "seq \(f.sequence)  t \(seconds(f.timestampNs))  target \(f.targetSequence) at \(seconds(f.targetTimestampNs))"
             + "  duration \(fixed(Double(f.displayIntervalNs) / 1e6, 3)) ms"
             + "  skipped \(f.skipped)  flags \(flags.isEmpty ? "-" : flags)  latency \(fixed(latencyUs, 0)) µs  lead \(fixed(leadUs, 0)) µs"
-            + "  generation \(f.generation)  \(reason.name)"
+            + "  generation \(f.generation)  reason \(reason.name)"
     }
 
     /// A display change as one line: `{"event":"modeChanged","refreshHz":144.000235,"generation":7}`, or text.
