@@ -72,6 +72,18 @@ extension DisplayLinkTests.Daemon {
         }
     }
 
+    @Test func anUnwritableTraceFileFailsInOneLine() async throws {
+        let daemon = try DaemonProcess(hertz: 60, logLevel: "warning")
+        defer { daemon.stop() }
+        let file = daemon.directory.appendingPathComponent("missing/follow.pftrace").path
+        let result = try runProbe(["follow", "--socket", daemon.socketPath, "--frames", "3", "--trace-out", file], timeout: 10)
+        #expect(result.status == 1)
+        #expect(result.stdout.isEmpty)
+        #expect(
+            result.stderr == "vsync-probe: cannot write the trace to \(file): No such file or directory; give a writable --trace-out path\n"
+        )
+    }
+
     /// vsyncd stopped (SIGSTOP) for 50 ms: the tick that reaches the follower after it judges
     /// the frame it was owed as delivered late.
     @Test func aStoppedDaemonsHeldTicksAreDeliveryLate() async throws {
