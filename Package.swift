@@ -93,7 +93,10 @@ let package = Package(
         // Swift build has no Glibc module.
         .systemLibrary(name: "CVsyncSys"),
         .target(name: "VsyncClientCore", dependencies: ["VsyncCore", "CVsyncSys", "CVsyncPage"]),
-        .target(name: "DisplayLink", dependencies: ["VsyncCore", "VsyncClientCore"]),
+        // Hang stack capture: the signal handler and ELF symbol lookup, in C (no Swift runtime
+        // in a signal handler).
+        .target(name: "CVsyncHang"),
+        .target(name: "DisplayLink", dependencies: ["VsyncCore", "VsyncClientCore", "CVsyncHang"]),
         // ceil() for libvsync, which would otherwise need libm.so.6 for it (see ceil.c).
         .target(name: "VsyncCeil"),
         // The public C header as a module, so the Swift behind it uses the structs C compiles against.

@@ -62,11 +62,13 @@ if [ $swiftlib -eq 1 ] && [ -e "$bin/libDisplayLinkShared.so" ]; then
       [ -e "$bin/Modules/$m.$ext" ] && install -m 0644 "$bin/Modules/$m.$ext" "$lib/swift/vsyncd/"
     done
   done
-  # The client core's libc shim and the timing page's header: the compiler loads them with
-  # VsyncClientCore's module.
-  install -d "$lib/swift/vsyncd/CVsyncSys" "$lib/swift/vsyncd/CVsyncPage"
+  # The client core's libc shim, the timing page's header and the hang detector's capture
+  # header: the compiler loads them with VsyncClientCore's and DisplayLink's modules (their
+  # code is in the library).
+  install -d "$lib/swift/vsyncd/CVsyncSys" "$lib/swift/vsyncd/CVsyncPage" "$lib/swift/vsyncd/CVsyncHang"
   install -m 0644 Sources/CVsyncSys/module.modulemap Sources/CVsyncSys/shim.h "$lib/swift/vsyncd/CVsyncSys/"
   install -m 0644 Sources/CVsyncPage/module.modulemap Sources/CVsyncPage/vsync_page.h "$lib/swift/vsyncd/CVsyncPage/"
+  install -m 0644 Sources/CVsyncHang/include/module.modulemap Sources/CVsyncHang/include/vsync_hang.h "$lib/swift/vsyncd/CVsyncHang/"
 elif [ $swiftlib -eq 1 ]; then
   log "no libDisplayLinkShared.so in $bin: library not installed (build it with 'swift build --product DisplayLinkShared')"
 fi

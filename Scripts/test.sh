@@ -16,7 +16,7 @@ cd "$repo"
 
 ensure_packages pkg-config libdrm-dev libdrm-tests qemu-system-x86 systemd g++ binutils util-linux \
   gpgv debian-archive-keyring bc flex bison libelf-dev libssl-dev xz-utils make gcc \
-  debhelper dpkg-dev lintian groff-base acl bubblewrap \
+  debhelper dpkg-dev lintian groff-base acl bubblewrap protobuf-compiler \
   libglib2.0-dev qt6-base-dev qt6-declarative-dev qml6-module-qtquick
 command -v swift >/dev/null || die "swift not found: install Swift 6.1 or newer (https://swift.org/install) and put it on PATH"
 

@@ -27,7 +27,7 @@ extension DisplayLink {
         let work = withState { s -> Taken? in
             guard s.valid, let (frame, events) = s.contexts.take(context) else { return nil }
             if let frame { s.lastFrame = frame }
-            return Taken(frame: frame, events: events, handler: s.handler)
+            return Taken(frame: frame, events: events, handler: s.handler, watch: s.hangWatch?.watch)
         }
         if let work { run(work) }
     }
@@ -37,12 +37,16 @@ extension DisplayLink {
         let frame: Frame?
         let events: [Mailbox.Event]
         let handler: (@Sendable (DisplayLink) -> Void)?
+        /// The context's heartbeat, when hangs are watched.
+        let watch: HangWatch?
     }
 
     private func run(_ work: Taken) {
         dispatch(work.events)
         guard let frame = work.frame, let handler = work.handler else { return }
+        work.watch?.willRun()
         CallbackFrame.with(DeliveredFrame(link: ObjectIdentifier(self), frame: frame)) { handler(self) }
+        work.watch?.didRun()
     }
 
     private func dispatch(_ events: [Mailbox.Event]) {
@@ -96,7 +100,7 @@ extension DisplayLink {
             guard s.valid, !isPaused(s, since: pauses) else { return .dropped }
             if let (passed, events) = s.contexts.pass(frame, inlineOn: inlineQueue) {
                 s.lastFrame = passed
-                return .here(Taken(frame: passed, events: events, handler: s.handler))
+                return .here(Taken(frame: passed, events: events, handler: s.handler, watch: s.hangWatch?.watch))
             }
             let (wakeups, here) = put(frame, &s, inlineOn: inlineQueue)
             return .put(wakeups, here)
@@ -116,6 +120,10 @@ extension DisplayLink {
         -> (DeliveryContexts.Wakeups, DeliveryContexts.Context?)
     {
         let (wakeups, here) = s.contexts.put(frame, inlineOn: inlineQueue)
+        // A frame for a run loop or a queue now waits for it (a stream's reader is not watched).
+        if let hang = s.hangWatch, here != nil || !wakeups.timers.isEmpty || wakeups.queue != nil || wakeups.global {
+            hang.watch.framePut()
+        }
         if !wakeups.streams.isEmpty && s.contexts.runLoops.isEmpty && s.contexts.queue == nil && !s.contexts.direct {
             s.lastFrame = frame
         }

@@ -99,7 +99,7 @@ extension DisplayLink {
                 let old = settings
                 body(&settings)
                 s.subscription = .none(settings, facts)
-                if settings.paused && !old.paused { s.contexts.dropFrames() }
+                if settings.paused && !old.paused { dropFrames(&s) }
                 return (old, settings)
             case .subscribed(let id):
                 let old = settings(s)
@@ -110,7 +110,7 @@ extension DisplayLink {
                     // Counted after the core has it: a reader that ran the core before saw the
                     // old count, and sees this one once it takes the link's lock after this.
                     pauses.wrappingAdd(1, ordering: .relaxed)
-                    s.contexts.dropFrames()
+                    dropFrames(&s)
                 }
                 return (old, new)
             }

@@ -66,6 +66,8 @@ public final class DisplayLink: Sendable {
         var contexts = DeliveryContexts()
         /// Told once when the link is invalidated (frame work waiting for its frames).
         var invalidationHandlers: [@Sendable () -> Void] = []
+        /// The hang detector's heartbeat of the link's context (``detectHangs(with:name:)``).
+        var hangWatch: (watch: HangWatch, detector: HangDetector)?
     }
 
     /// Creates a link that calls `handler` once per frame of `display`, once scheduled.

@@ -14,7 +14,9 @@ import VsyncCore
 ///
 /// Every `window` seconds it reports the frames per second over that window, the frames its
 /// link skipped (because the thread or a callback was too slow), the callbacks that overran
-/// their `targetTimestamp`, and the hitches: gaps between callbacks longer than `hitchThreshold`.
+/// their `targetTimestamp`, the hitches: gaps between callbacks longer than `hitchThreshold`,
+/// and the late frames by reason (``FrameJankReason``, by ``FrameJankTracker``'s rules: the
+/// app's own work, a tick delivered late, the display's prediction, mode or power).
 ///
 /// The monitor does not retain its owner; it owns its link and invalidates it when released.
 public final class FrameMonitor: Sendable {
@@ -37,6 +39,21 @@ public final class FrameMonitor: Sendable {
         /// at its end); all zero without one. In ``FrameMonitor/totals``, counted from the
         /// monitor's start, so a request made after it is counted whenever it ends.
         public var frameWork = FrameWorkCounts()
+        /// Late frames by reason (never `onTime`): each callback's frame judged as
+        /// ``FrameJankTracker`` does, its work being the monitor's `work` (or nothing).
+        public var lateFrames: [FrameJankReason: Int] = [:]
+        /// All late frames: the sum of ``lateFrames``.
+        public var late: Int { lateFrames.values.reduce(0, +) }
+    }
+
+    /// A frame that was late, and why.
+    public struct LateFrame: Sendable, Equatable {
+        public var reason: FrameJankReason
+        /// The vblank the frame was for: its tick's `targetSequence`.
+        public var targetSequence: UInt64
+        /// When its callback began and its work ended (CLOCK_MONOTONIC ns).
+        public var startNanoseconds: UInt64
+        public var endNanoseconds: UInt64
     }
 
     /// A stall: two callbacks further apart than the threshold.
@@ -105,6 +122,20 @@ public final class FrameMonitor: Sendable {
     /// ``add(to:forMode:)``.
     public var totals: Report { counter.totals }
 
+    /// Also writes every frame from now on to a Perfetto trace (protobuf) at `path`, replacing
+    /// the file: the display's vblanks and each frame's expected and actual timeline as
+    /// FrameTimeline's app frames, on CLOCK_MONOTONIC, the frame's ``FrameJankReason`` as its
+    /// jank type. Open it in ui.perfetto.dev or trace_processor; it is whole after every frame.
+    public func recordTrace(to path: String) throws(TraceFileError) {
+        try counter.recordTrace(to: path, layerName: "FrameMonitor")
+    }
+
+    /// Called on the link's context after each late frame's callback, with its reason.
+    public var lateFrameHandler: (@Sendable (LateFrame) -> Void)? {
+        get { counter.lateFrameHandler }
+        set { counter.lateFrameHandler = newValue }
+    }
+
     /// Errors of the underlying link (no daemon, display gone).
     public var errorHandler: (@Sendable (DisplayLinkError) -> Void)? {
         get { link.errorHandler }
@@ -120,6 +151,7 @@ private final class Counter: Sendable {
         var dropped = 0
         var overruns = 0
         var hitches = 0
+        var late: [FrameJankReason: Int] = [:]
     }
 
     struct State {
@@ -130,6 +162,9 @@ private final class Counter: Sendable {
         var workAtStart: FrameWorkCounts?
         var lastCallbackNs: UInt64 = 0
         var lastTimestampNs: UInt64 = 0
+        var jank = FrameJankTracker()
+        var trace: FrameTraceFile?
+        var lateFrameHandler: (@Sendable (FrameMonitor.LateFrame) -> Void)?
     }
 
     let windowNs: UInt64
@@ -171,8 +206,11 @@ private final class Counter: Sendable {
             ended = MonotonicClock.nanoseconds()
         }
         let overran = ended > frame.targetTimestampNanoseconds
+        let workDurationNs = link.withState { link.settings($0).workDurationNs }
+        let tick = FrameTick(frame, workDurationNs: workDurationNs, startNs: now, endNs: ended)
         let workCounts = frameWork?.counts ?? FrameWorkCounts()
-        let (report, hitch) = state.withLock { s -> (FrameMonitor.Report?, FrameMonitor.Hitch?) in
+        typealias LateCall = (handler: @Sendable (FrameMonitor.LateFrame) -> Void, frame: FrameMonitor.LateFrame)
+        let (report, hitch, lateCall) = state.withLock { s -> (FrameMonitor.Report?, FrameMonitor.Hitch?, LateCall?) in
             var hitch: FrameMonitor.Hitch?
             if s.lastCallbackNs > 0, now - s.lastCallbackNs > hitchNs {
                 hitch = FrameMonitor.Hitch(
@@ -180,6 +218,19 @@ private final class Counter: Sendable {
                     timestamp: Double(now) / 1e9, droppedFrames: frame.skipped)
             }
             s.lastCallbackNs = now
+            let (facts, verdict) = s.jank.frame(tick)
+            s.trace?.record(tick, facts: facts, jank: verdict)
+            let reason = verdict.reason
+            let lateCall =
+                reason == .onTime
+                ? nil
+                : s.lateFrameHandler.map {
+                    (
+                        $0,
+                        FrameMonitor.LateFrame(
+                            reason: reason, targetSequence: frame.targetSequence, startNanoseconds: now, endNanoseconds: ended)
+                    )
+                }
             if s.workAtStart == nil {  // its link was scheduled directly, not through the monitor
                 s.workAtStart = workCounts
                 s.workAtWindow = workCounts
@@ -188,24 +239,36 @@ private final class Counter: Sendable {
             guard s.window.startTimestampNs > 0 else {
                 s.window.startTimestampNs = frame.timestampNanoseconds
                 s.total.startTimestampNs = frame.timestampNanoseconds
-                return (nil, nil)
+                return (nil, nil, lateCall)
             }
             for w in [\State.window, \State.total] {
                 s[keyPath: w].frames += 1
                 s[keyPath: w].dropped += frame.skipped
                 if overran { s[keyPath: w].overruns += 1 }
                 if hitch != nil { s[keyPath: w].hitches += 1 }
+                if reason != .onTime { s[keyPath: w].late[reason, default: 0] += 1 }
             }
             s.lastTimestampNs = frame.timestampNanoseconds
-            guard frame.timestampNanoseconds >= s.window.startTimestampNs + windowNs else { return (nil, hitch) }
+            guard frame.timestampNanoseconds >= s.window.startTimestampNs + windowNs else { return (nil, hitch, lateCall) }
             var report = Self.report(s.window, until: frame.timestampNanoseconds)
             report.frameWork = workCounts.since(s.workAtWindow)
             s.window = Window(startTimestampNs: frame.timestampNanoseconds)
             s.workAtWindow = workCounts
-            return (report, hitch)
+            return (report, hitch, lateCall)
         }
+        if let lateCall { lateCall.handler(lateCall.frame) }
         if let hitch { onHitch?(hitch) }
         if let report { onReport(report) }
+    }
+
+    var lateFrameHandler: (@Sendable (FrameMonitor.LateFrame) -> Void)? {
+        get { state.withLock { $0.lateFrameHandler } }
+        set { state.withLock { $0.lateFrameHandler = newValue } }
+    }
+
+    func recordTrace(to path: String, layerName: String) throws(TraceFileError) {
+        let file = try FrameTraceFile(path: path, layerName: layerName)
+        state.withLock { $0.trace = file }
     }
 
     var totals: FrameMonitor.Report {
@@ -221,6 +284,17 @@ private final class Counter: Sendable {
         let seconds = endNs > w.startTimestampNs ? Double(endNs - w.startTimestampNs) / 1e9 : 0
         return FrameMonitor.Report(
             framesPerSecond: seconds > 0 ? Double(w.frames) / seconds : 0, frames: w.frames, window: seconds,
-            droppedFrames: w.dropped, overruns: w.overruns, hitches: w.hitches)
+            droppedFrames: w.dropped, overruns: w.overruns, hitches: w.hitches, lateFrames: w.late)
+    }
+}
+
+extension FrameTick {
+    /// A link's frame as the app handled it: its callback from `startNs` to `endNs`.
+    public init(_ f: DisplayLink.Frame, workDurationNs: UInt64 = 0, startNs: UInt64, endNs: UInt64) {
+        let divisor = f.frameTimelines.count > 1 ? f.frameTimelines[1].sequence &- f.frameTimelines[0].sequence : 1
+        self.init(
+            sequence: f.sequence, timestampNs: f.timestampNanoseconds, targetSequence: f.targetSequence,
+            targetTimestampNs: f.targetTimestampNanoseconds, periodNs: f.durationNanoseconds, divisor: divisor,
+            workDurationNs: workDurationNs, flags: f.flags, generation: f.generation, startNs: startNs, endNs: endNs)
     }
 }

@@ -10,9 +10,15 @@ import VsyncCore
 // out of the app's namespace.
 @_exported import class VsyncClientCore.VsyncClient
 @_exported import enum VsyncCore.DisplaySelector
+@_exported import struct VsyncCore.FrameFacts
+@_exported import struct VsyncCore.FrameJank
+@_exported import enum VsyncCore.FrameJankReason
+@_exported import struct VsyncCore.FrameJankTracker
 @_exported import struct VsyncCore.FrameRateRange
+@_exported import struct VsyncCore.FrameTick
 @_exported import struct VsyncCore.FrameTimeline
 @_exported import struct VsyncCore.FrameTimelines
+@_exported import struct VsyncCore.PerfettoTrace
 
 // The fd + dispatch form, for Swift render loops that already poll (a game loop, an epoll
 // loop, GLib): no reader thread, no locks, callbacks-by-events on the caller's thread. It is the

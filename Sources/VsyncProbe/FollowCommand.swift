@@ -44,6 +44,12 @@ struct FollowCommand: ParsableCommand {
     @Flag(help: "While the display is off, keep receiving predicted ticks at the last mode's rate.")
     var predictWhileOff = false
 
+    @Option(
+        help:
+            "Also write the frames as a Perfetto trace (protobuf: FrameTimeline's expected and actual timelines, each late frame's reason, the vblanks) here, for ui.perfetto.dev."
+    )
+    var traceOut: String?
+
     @Option(help: "Exit 1 if no tick came within this many seconds (default: wait, also for a display that is not there yet).")
     var timeout: Double?
 
@@ -97,6 +103,8 @@ struct FollowCommand: ParsableCommand {
         }
         let workNs = UInt64(((workDuration ?? 0) * 1e6).rounded())
         var follower = Follower(json: json, limit: frames, workDurationNs: workNs)
+        if let traceOut { follower.trace = try FollowTrace(path: traceOut, display: display) }
+        defer { follower.trace?.close() }
         Interrupt.install()
         _ = client.subscribe(selector, range: rate, flags: predictWhileOff ? .predictWhileOff : [], workDurationNs: workNs)
         let deadline = timeout.map { VBlankRecorder.now(CLOCK_MONOTONIC) &+ UInt64($0 * 1e9) }

@@ -22,6 +22,11 @@ struct Follower {
     private var waiting = false
     /// Set when the run cannot go on: nothing will ever tick.
     private(set) var fatal: ClientError?
+    /// Each tick's frame judged as an app's that does no work (FrameJankTracker's rules).
+    private var jank = FrameJankTracker()
+    private(set) var late: [FrameJankReason: Int] = [:]
+    /// `--trace-out`'s Perfetto trace.
+    var trace: FollowTrace?
 
     init(json: Bool, limit: Int?, workDurationNs: UInt64 = 0) {
         self.json = json
@@ -44,7 +49,7 @@ struct Follower {
             if answer.display.flags.contains(.synthetic) { synthetic = true }
         case .display(_, let change): displayChanged(change)
         case .error(_, let error): failed(error)
-        case .connected: break
+        case .connected: jank.reset()
         }
     }
 
@@ -58,10 +63,22 @@ struct Follower {
         leadsUs.append(leadUs)
         durationNs = frame.displayIntervalNs
         if frame.flags.contains(.synthetic) { synthetic = true }
-        Output.line(Self.line(frame, latencyUs: latencyUs, leadUs: leadUs, workDurationNs: workDurationNs, json: json))
+        // The probe's work for a frame is nothing: it begins and ends as the tick is read.
+        let tick = FrameTick(
+            sequence: frame.sequence, timestampNs: frame.timestampNs, targetSequence: frame.targetSequence,
+            targetTimestampNs: frame.targetTimestampNs, periodNs: frame.displayIntervalNs, divisor: UInt64(frame.divisor),
+            workDurationNs: workDurationNs, flags: frame.flags, generation: frame.generation,
+            startNs: frame.receivedNs, endNs: frame.receivedNs)
+        let (facts, verdict) = jank.frame(tick)
+        if verdict.isLate { late[verdict.reason, default: 0] += 1 }
+        trace?.record(tick, facts: facts, jank: verdict)
+        Output.line(
+            Self.line(frame, latencyUs: latencyUs, leadUs: leadUs, workDurationNs: workDurationNs, reason: verdict.reason, json: json))
     }
 
-    static func line(_ f: ClientFrame, latencyUs: Double, leadUs: Double, workDurationNs: UInt64, json: Bool) -> String {
+    static func line(
+        _ f: ClientFrame, latencyUs: Double, leadUs: Double, workDurationNs: UInt64, reason: FrameJankReason = .onTime, json: Bool
+    ) -> String {
         if json {
             let timelines = f.timelines.map { "{\"seq\":\($0.sequence),\"presentationTimestamp\":\(seconds($0.presentationNs))}" }
             return "{\"seq\":\(f.sequence),\"timestamp\":\(seconds(f.timestampNs)),"
@@ -69,13 +86,13 @@ struct Follower {
                 + "\"timestampNs\":\(f.timestampNs),\"targetTimestampNs\":\(f.targetTimestampNs),\"targetSequence\":\(f.targetSequence),"
                 + "\"durationNs\":\(f.displayIntervalNs),\"skipped\":\(f.skipped),\"flags\":[\(flagNames(f.flags).map { "\"\($0)\"" }.joined(separator: ","))],"
                 + "\"latencyUs\":\(fixed(latencyUs, 1)),\"leadUs\":\(fixed(leadUs, 1)),\"workDurationUs\":\(fixed(Double(workDurationNs) / 1000, 1)),"
-                + "\"timelines\":[\(timelines.joined(separator: ","))],\"generation\":\(f.generation)}"
+                + "\"timelines\":[\(timelines.joined(separator: ","))],\"generation\":\(f.generation),\"reason\":\"\(reason.name)\"}"
         }
         let flags = flagNames(f.flags).joined(separator: ",")
         return "seq \(f.sequence)  t \(seconds(f.timestampNs))  target \(f.targetSequence) at \(seconds(f.targetTimestampNs))"
             + "  duration \(fixed(Double(f.displayIntervalNs) / 1e6, 3)) ms"
             + "  skipped \(f.skipped)  flags \(flags.isEmpty ? "-" : flags)  latency \(fixed(latencyUs, 0)) µs  lead \(fixed(leadUs, 0)) µs"
-            + "  generation \(f.generation)"
+            + "  generation \(f.generation)  reason \(reason.name)"
     }
 
     /// A display change as one line: `{"event":"modeChanged","refreshHz":144.000235,"generation":7}`, or text.
@@ -157,6 +174,11 @@ struct Follower {
             : durationNs > 0 ? Int((1e9 / Double(durationNs)).rounded()) : 0
     }
 
+    /// The late frames' reasons in the enum's order, with their counts.
+    private var lateNames: [(name: String, count: Int)] {
+        FrameJankReason.allCases.compactMap { r in late[r].map { (r.name, $0) } }
+    }
+
     func printSummary(requested: String, display: String) {
         let span = Double(lastTimestampNs &- firstTimestampNs) / 1e9
         // Rate from the vblank timestamps: ticks after the first over the time they span.
@@ -172,13 +194,16 @@ struct Follower {
                 "{\"summary\":true,\"ticks\":\(ticks),\"skipped\":\(skipped),\"achievedHz\":\(Self.fixed(achieved, 4)),"
                     + "\"requested\":\"\(requested)\",\"maximumFramesPerSecond\":\(refresh),\"durationNs\":\(durationNs),"
                     + "\"seconds\":\(Self.fixed(span, 3)),\"synthetic\":\(synthetic),\"latencyUs\":\(stats(latency)),"
-                    + "\"workDurationUs\":\(Self.fixed(Double(workDurationNs) / 1000, 1)),\"leadUs\":\(stats(lead))}")
+                    + "\"workDurationUs\":\(Self.fixed(Double(workDurationNs) / 1000, 1)),\"leadUs\":\(stats(lead)),"
+                    + "\"late\":{\(lateNames.map { "\"\($0.name)\":\($0.count)" }.joined(separator: ","))}}")
         } else if ticks == 0 && waiting {
             Output.line("summary: no tick: still waiting for \(display) (see `vsync-probe list`)")
         } else {
             Output.line(
                 "summary: \(ticks) ticks over \(Self.fixed(span, 3)) s, achieved \(Self.fixed(achieved, 3)) Hz"
                     + " (requested \(requested), display \(refresh) Hz\(synthetic ? ", synthetic" : "")), skipped \(skipped)")
+            let byReason = lateNames.map { "\($0.name) \($0.count)" }.joined(separator: ", ")
+            Output.line("late frames: \(late.values.reduce(0, +))" + (byReason.isEmpty ? "" : " (\(byReason))"))
             if let latency {
                 Output.line(
                     "latency µs: p50 \(Self.fixed(latency.p50, 0))  p99 \(Self.fixed(latency.p99, 0))  max \(Self.fixed(latency.max, 0))")

@@ -124,6 +124,7 @@ extension DisplayLinkTests.Daemon {
         var status: Int32
         var stdout: String
         var stderr: String
+        var pid: Int32 = 0
     }
 
     func runProbe(_ arguments: [String], timeout: Double) throws -> ProbeResult {
@@ -142,6 +143,6 @@ extension DisplayLinkTests.Daemon {
         process.waitUntilExit()
         killer.cancel()
         return ProbeResult(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-                           stderr: String(decoding: stderr, as: UTF8.self))
+                           stderr: String(decoding: stderr, as: UTF8.self), pid: process.processIdentifier)
     }
 }

@@ -65,7 +65,8 @@ struct DocSnippetTests {
             "swiftc", "-typecheck", "-swift-version", "6", "-enable-upcoming-feature", "MemberImportVisibility",
             "-warnings-as-errors", "-I", modules.path,
             // The C modules the client core imports (their module maps), as an installed app gets them.
-            "-I", DocPathTests.repository.appendingPathComponent("Sources").path, file.path,
+            "-I", DocPathTests.repository.appendingPathComponent("Sources").path,
+            "-I", DocPathTests.repository.appendingPathComponent("Sources/CVsyncHang/include").path, file.path,
         ])
     }
 

@@ -22,6 +22,8 @@ struct FramePacingVMTests {
         var timelines: [Timeline]
         /// Protocol 4's configuration generation (nil from an older vsync-probe).
         var generation: UInt32?
+        /// Why the tick's frame was late, or "onTime" (nil from an older vsync-probe).
+        var reason: String?
         var receivedNs: UInt64 { timestampNs &+ UInt64(max(0, latencyUs * 1000)) }
         var isPredicted: Bool { flags.contains("predicted") }
     }
@@ -169,6 +171,9 @@ struct FramePacingVMTests {
         let known = Set([g0] + announced)
         #expect(ticks.allSatisfy { $0.generation.map(known.contains) == true }, "\(name): \(Set(ticks.compactMap(\.generation)).sorted()) vs announced \(announced)")
         #expect(ticks.last?.generation == announced.last, "\(name): last tick \(ticks.last?.generation ?? 0), events \(announced)")
+        // The first tick of each new generation judges its frame a mode change's.
+        let firsts = zip(ticks, ticks.dropFirst()).filter { $0.generation != $1.generation }.map(\.1)
+        #expect(!firsts.isEmpty && firsts.allSatisfy { $0.reason == "modeChange" }, "\(name): \(firsts.map { ($0.seq, $0.reason ?? "none") })")
     }
 
     // MARK: Predicted ticks while the CRTC is off
@@ -209,6 +214,7 @@ struct FramePacingVMTests {
         let predictedRate = 1e9 * steps / span, kernelRate = 1e9 / periodNs
         #expect(abs(predictedRate / kernelRate - 1) <= 0.001, "predicted \(predictedRate) Hz vs the kernel's \(kernelRate) Hz")
         for (x, y) in zip(predicted, predicted.dropFirst()) { #expect(y.seq - x.seq == 1 + UInt64(y.skipped)) }
+        #expect(predicted.allSatisfy { $0.reason == "predictedWhileOff" }, "\(Set(predicted.map { $0.reason ?? "none" }))")
         // They came when their time came: the receipt rate is the mode's too (within 1 % under TCG).
         let receiptRate = 1e9 * Double(predicted.count - 1) / Double(predicted.last!.receivedNs - predicted.first!.receivedNs)
         #expect(abs(receiptRate / kernelRate - 1) <= 0.01 + Double(predicted.map(\.skipped).reduce(0, +)) / Double(predicted.count))

@@ -1,0 +1,135 @@
+import Dispatch
+import Glibc
+import Synchronization
+
+/// The detector's thread: looks at every watched context each check interval (or at once
+/// when a long delivery ends), reports hangs as they begin and as they end.
+final class HangWatcher: Sendable {
+    let signal: Int32
+    let thresholdNs: UInt64
+    private let intervalNs: UInt64
+    private let captureTimeoutNs: Int64
+    private let handler: @Sendable (HangDetector.Event) -> Void
+    private let wakeup = DispatchSemaphore(value: 0)
+
+    /// The state only the watcher's loop reads and writes after start, behind a lock so that
+    /// `add`/`remove` from other threads are safe; never taken on a delivery's path.
+    private struct State {
+        var watches: [ObjectIdentifier: Watched] = [:]
+        var stopped = false
+        var nextID: UInt64 = 0
+    }
+
+    private struct Watched {
+        let watch: HangWatch
+        /// The hang reported and not yet ended.
+        var current: HangDetector.Hang?
+    }
+
+    private let state = Mutex(State())
+
+    init(configuration c: HangDetector.Configuration, signal: Int32, handler: @escaping @Sendable (HangDetector.Event) -> Void) {
+        self.signal = signal
+        thresholdNs = UInt64(max(c.threshold, 0.001) * 1e9)
+        intervalNs = UInt64(max(c.checkInterval, 0.001) * 1e9)
+        captureTimeoutNs = Int64(max(c.captureTimeout, 0.001) * 1e9)
+        self.handler = handler
+    }
+
+    func add(_ watch: HangWatch) {
+        state.withLock { $0.watches[ObjectIdentifier(watch)] = Watched(watch: watch) }
+    }
+
+    func remove(_ watch: HangWatch) {
+        _ = state.withLock { $0.watches.removeValue(forKey: ObjectIdentifier(watch)) }
+    }
+
+    func wake() { wakeup.signal() }
+
+    func stop() {
+        state.withLock {
+            $0.stopped = true
+            $0.watches.removeAll()  // the watches hold the watcher: let both go
+        }
+        wakeup.signal()
+    }
+
+    func run() {
+        while true {
+            _ = wakeup.wait(timeout: .now() + .nanoseconds(Int(intervalNs)))
+            let watches = state.withLock { s -> [HangWatch]? in s.stopped ? nil : s.watches.values.map(\.watch) }
+            guard let watches else { return }
+            for watch in watches { check(watch) }
+        }
+    }
+
+    /// Where a context is stuck, if it is past the threshold.
+    private func stuck(_ w: HangWatch, now: UInt64) -> (since: UInt64, kind: HangDetector.Hang.Kind)? {
+        let entered = w.entered.load(ordering: .acquiring)
+        let left = w.left.load(ordering: .acquiring)
+        let pending = w.pending.load(ordering: .relaxed)
+        let inside = entered != 0 && entered > left
+        if inside { return now &- entered >= thresholdNs ? (entered, .running) : nil }
+        if pending != 0, now > pending, now - pending >= thresholdNs { return (pending, .waiting) }
+        return nil
+    }
+
+    private func check(_ w: HangWatch) {
+        let now = MonotonicClock.nanoseconds()
+        let key = ObjectIdentifier(w)
+        let current = state.withLock { $0.watches[key]?.current }
+        let stuckNow = stuck(w, now: now)
+        if let hang = current {
+            if let s = stuckNow, s.since == hang.sinceNanoseconds, s.kind == hang.kind { return }  // still stuck
+            state.withLock { $0.watches[key]?.current = nil }
+            handler(.ended(hang, durationNanoseconds: length(of: hang, in: w, now: now)))
+        }
+        guard let s = stuckNow else { return }
+        let hang = report(w, since: s.since, kind: s.kind, now: now)
+        state.withLock { $0.watches[key]?.current = hang }
+        handler(.began(hang))
+    }
+
+    /// How long an ended hang lasted: exact from the context's record of its long delivery
+    /// or wait; else (a record overwritten by a second long one) up to the end of the
+    /// delivery, or to now.
+    private func length(of hang: HangDetector.Hang, in w: HangWatch, now: UInt64) -> UInt64 {
+        let start = w.longStart.load(ordering: .acquiring)
+        if start == hang.sinceNanoseconds { return w.longEnd.load(ordering: .relaxed) &- start }
+        let left = w.left.load(ordering: .acquiring)
+        if hang.kind == .running, left > hang.sinceNanoseconds { return left - hang.sinceNanoseconds }
+        return now &- hang.sinceNanoseconds
+    }
+
+    private func report(_ w: HangWatch, since: UInt64, kind: HangDetector.Hang.Kind, now: UInt64) -> HangDetector.Hang {
+        let id = state.withLock { s -> UInt64 in
+            s.nextID += 1
+            return s.nextID
+        }
+        var stack: HangStack?
+        var unavailable: String?
+        let thread = w.thread.load(ordering: .relaxed)
+        if kind == .waiting && !w.singleThread {
+            unavailable = "the frame waits behind other work on the queue, on a thread that cannot be known"
+        } else if thread == 0 {
+            unavailable = "the context has not run yet, so its thread is not known"
+        } else {
+            switch HangStack.capture(
+                thread: pthread_t(thread), threadID: w.threadID.load(ordering: .relaxed),
+                signal: signal, timeoutNs: captureTimeoutNs)
+            {
+            case .success(let s): stack = s
+            case .failure(let f): unavailable = f.description
+            }
+            // A context that moved on before the signal came gave the stack of what it ran
+            // next, not of the hang.
+            if stack != nil, self.stuck(w, now: MonotonicClock.nanoseconds())?.since != since {
+                stack = nil
+                unavailable = "the context moved on while its stack was being taken"
+            }
+        }
+        return HangDetector.Hang(
+            id: id, context: w.name, kind: kind, sinceNanoseconds: since,
+            detectedNanoseconds: now, stack: stack, stackUnavailable: unavailable)
+    }
+}
