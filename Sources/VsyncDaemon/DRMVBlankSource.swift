@@ -44,9 +44,14 @@ final class DRMVBlankSource: VBlankSource {
     /// Cards whose node is there but would not open yet (ENODEV/ENXIO).
     var comingUp = ComingUpCards()
     let pnpRegistry = PNPRegistry.installed()
+    /// At most this many requests in flight per CRTC (nil: the card's depth). Sparse sampling
+    /// keeps one: the kernel cannot cancel a queued request, and every one in flight holds the
+    /// interrupt on until its vblank comes, so a deep queue would outlast each burst.
+    private let queueDepthLimit: Int?
 
-    init(devices: [String], logger: Logger) throws(DaemonError) {
+    init(devices: [String], logger: Logger, queueDepthLimit: Int? = nil) throws(DaemonError) {
         self.logger = logger
+        self.queueDepthLimit = queueDepthLimit
         self.explicitDevices = devices
         let paths = devices.isEmpty ? Card.primaryNodePaths() : devices
         guard !paths.isEmpty else {
@@ -204,7 +209,7 @@ final class DRMVBlankSource: VBlankSource {
     /// Tops up the CRTC's requests in flight (the card counts them).
     private func queue(_ open: OpenCard, pipe: Int, token: UInt32) throws(VBlankFailure) {
         do throws(DRMError) {
-            try open.card.fillVBlankQueue(pipe: pipe, token: token)
+            try open.card.fillVBlankQueue(pipe: pipe, token: token, depthLimit: queueDepthLimit)
         } catch {
             if error.kind == .deviceGone { drop(open.path, reason: error.description) }
             throw failure(error)

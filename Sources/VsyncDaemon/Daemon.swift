@@ -1,6 +1,7 @@
 import CLinux
 import Glibc
 import Logging
+import VsyncCore
 
 /// vsyncd's entry point: wires the source, the socket and systemd together and serves.
 public enum Daemon {
@@ -31,7 +32,9 @@ public enum Daemon {
             source = try TimerVBlankSource(hertz: hz)
             logger.info("source: software timer at \(hz) Hz (ticks flagged synthetic)")
         case .drm:
-            source = try DRMVBlankSource(devices: configuration.devices, logger: logger)
+            source = try DRMVBlankSource(
+                devices: configuration.devices, logger: logger,
+                queueDepthLimit: configuration.vblankSampling == .sparse ? 1 : nil)
         case .replay(let trace):
             source = try ReplayVBlankSource(argument: trace, logger: logger)
         }

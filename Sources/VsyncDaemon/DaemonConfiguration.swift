@@ -1,3 +1,5 @@
+import VsyncCore
+
 /// Everything vsyncd is told on its command line and in its environment.
 public struct DaemonConfiguration: Sendable {
     public enum SourceKind: Sendable, Equatable {
@@ -45,6 +47,10 @@ public struct DaemonConfiguration: Sendable {
     /// the daemon one send per due vblank, so this bounds what one user can make it do per tick.
     public var maxSubscriptionsPerUser: Int
 
+    /// Vblank events all the time, or in bursts with ticks from the model between them
+    /// (`VBlankSampling`).
+    public var vblankSampling: VBlankSampling.Mode
+
     public static let defaultMaxClientsPerUser = 128
     public static let defaultMaxSubscriptionsPerUser = 256
 
@@ -52,8 +58,10 @@ public struct DaemonConfiguration: Sendable {
         socketPath: String? = nil, devices: [String] = [], source: SourceKind = .drm, group: String = "video",
         maxClients: Int = 1024, stallTimeout: Double = 2, maxSubscriptionsPerClient: Int = 64,
         maxClientsPerUser: Int = DaemonConfiguration.defaultMaxClientsPerUser,
-        maxSubscriptionsPerUser: Int = DaemonConfiguration.defaultMaxSubscriptionsPerUser
+        maxSubscriptionsPerUser: Int = DaemonConfiguration.defaultMaxSubscriptionsPerUser,
+        vblankSampling: VBlankSampling.Mode = .continuous
     ) {
+        self.vblankSampling = vblankSampling
         self.socketPath = socketPath
         self.devices = devices
         self.source = source

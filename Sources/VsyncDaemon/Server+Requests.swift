@@ -231,6 +231,9 @@ extension Server {
         logger.debug(
             "client \(client.label): subscription \(id) on display \(d.id) at divisor \(sub.divisor)\(sub.workDurationNs > 0 ? ", work duration \(sub.workDurationNs) ns" : "")\(sub.paused ? ", paused" : "")"
         )
+        // A burst if events sleep (sparse sampling): the model is checked before it ticks a
+        // new subscriber.
+        _ = d.sampling.requestBurst()
         updateVBlank(d)  // first, so vblanks are requested by the time the client hears back
         send(subscribed(sub), to: client)
     }
