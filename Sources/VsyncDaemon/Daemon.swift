@@ -32,9 +32,7 @@ public enum Daemon {
             source = try TimerVBlankSource(hertz: hz)
             logger.info("source: software timer at \(hz) Hz (ticks flagged synthetic)")
         case .drm:
-            source = try DRMVBlankSource(
-                devices: configuration.devices, logger: logger,
-                queueDepthLimit: configuration.vblankSampling == .sparse ? 1 : nil)
+            source = try DRMVBlankSource(devices: configuration.devices, logger: logger)
         case .replay(let trace):
             source = try ReplayVBlankSource(argument: trace, logger: logger)
         }

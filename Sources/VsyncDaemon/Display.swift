@@ -77,7 +77,11 @@ final class Display {
 
     var periodNs: UInt64 { UInt64(model.periodNs.rounded()) }
 
-    var wantsVBlank: Bool { isFollowed && sampling.wantsVBlank }
+    var wantsVBlank: Bool { isFollowed && (sampling.wantsVBlank || holdsInterrupt) }
+
+    /// A running subscription asked for hardware ticks: vblank events stay on whatever the
+    /// sampling (protocol 6).
+    var holdsInterrupt: Bool { sampling.mode == .sparse && subscriptions.contains { !$0.paused && $0.hardwareTicks } }
 
     /// On, with a running subscriber: vblank events, or in sparse sampling the model, tick it.
     var isFollowed: Bool { state == .on && subscriptions.contains { !$0.paused } }
@@ -135,9 +139,11 @@ final class Display {
     func info(isPrimary: Bool, synthetic: Bool) -> DisplayInfo {
         var flags: DisplayFlags = synthetic ? .synthetic : .hardwareClock
         if isPrimary { flags.insert(.primary) }
-        let timing = model.displayTiming
+        var timing = model.displayTiming
+        timing.timing.phaseCorrectionNs = UInt32(clamping: sampling.largestCorrectionNs)
         flags.formUnion(timing.flags)
         flags.formUnion(variableRefreshFlags)
+        if isModelTimed { flags.insert(.modelTimed) }
         let intervals = variableRefreshIntervals
         return DisplayInfo(
             displayID: id, crtcID: source.key.crtcID, connectorID: source.connectorID,

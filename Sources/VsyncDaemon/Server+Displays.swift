@@ -160,6 +160,7 @@ extension Server {
         let want = d.wantsVBlank
         guard want != source.isActive(d.key) else { return updatePacing(d) }
         do throws(VBlankFailure) {
+            if want { source.limitQueue(d.key, to: d.sampling.queueDepth) }
             try source.setActive(d.key, want, token: d.token)
             if want && d.vblankRefused {
                 d.vblankRefused = false

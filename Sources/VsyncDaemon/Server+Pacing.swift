@@ -88,10 +88,11 @@ extension Server {
     /// the ticks are out.
     private func deliverPaced(_ d: Display, latest: (sequence: UInt64, timestampNs: UInt64), now: UInt64) {
         let interval = d.intervalNs
-        // Model-timed (sparse sampling): the timestamp is the model's, as while off.
+        // Model-timed (sparse sampling): the timestamp is the model's, of a display that is on.
+        let modelTimed = d.isModelTimed
         var flags: TickFlags =
-            d.isPredicting || d.isModelTimed ? .predicted : (source.isSynthetic ? .synthetic : .hardwareTimestamp)
-        if flags.contains(.predicted) && source.isSynthetic { flags.insert(.synthetic) }
+            d.isPredicting ? .predicted : modelTimed ? .modelTimed : (source.isSynthetic ? .synthetic : .hardwareTimestamp)
+        if (d.isPredicting || modelTimed) && source.isSynthetic { flags.insert(.synthetic) }
         if d.isVariable { flags.insert(.variable) }  // targets are the earliest vblanks (Display+VariableRefresh)
         let periodNs = d.pacingPeriodNs
         for sub in d.subscriptions where isPaced(sub) {
@@ -103,8 +104,8 @@ extension Server {
             sub.skipped &+= UInt32(clamping: passed)
             // A predicted tick without a work duration is the vblank itself, as a hardware tick
             // would be; with one, the newest vblank and the target ahead.
-            let onTarget = sub.workDurationNs == 0 && (d.isPredicting || d.isModelTimed)
-            if onTarget, d.isModelTimed { sub.lastDueSequence = t.sequence }
+            let onTarget = sub.workDurationNs == 0 && (d.isPredicting || modelTimed)
+            if onTarget, modelTimed { sub.lastDueSequence = t.sequence }
             let targetSequence = onTarget ? t.sequence &+ UInt64(sub.divisor) : t.sequence
             let timelines = FramePacing.timelines(from: targetSequence, divisor: sub.divisor) {
                 d.predictedTimestamp(forSequence: $0)

@@ -180,6 +180,8 @@ extension Server {
         }
         // Bit 2 was reserved, and ignored, before the timing page.
         if !client.features.contains(.timingPage) { request.flags.remove(.pageOnly) }
+        // Bit 3 likewise before model-timed ticks.
+        if !client.features.contains(.modelTimedTicks) { request.flags.remove(.hardwareTicks) }
         // The display's mode and state as they are now, not as last seen: its first tick must
         // not come at an old mode, and `primary` must pick a display that is lit.
         refreshDisplays()
@@ -225,6 +227,7 @@ extension Server {
         sub.workDurationNs = request.workDurationNs
         sub.predictWhileOff = request.flags.contains(.predictWhileOff)
         sub.pageOnly = request.flags.contains(.pageOnly)
+        sub.hardwareTicks = request.flags.contains(.hardwareTicks)
         sub.selector = request.selector
         client.subscriptions[id] = sub
         d.insertFairly(sub)

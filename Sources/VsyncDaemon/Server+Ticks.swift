@@ -58,7 +58,7 @@ extension Server {
             d.sampling.relearn()  // no grid to predict: events stay on
             return variableVBlank(d, sequence: sequence, timestampNs: timestampNs)
         }
-        judgeSample(d, sequence: sequence, timestampNs: timestampNs)
+        guard judgeSample(d, sequence: sequence, timestampNs: timestampNs) else { return }
         let previous = d.model.newest
         let followed = d.newestIsCurrent
         let periodRestarts = d.model.periodRestartCount

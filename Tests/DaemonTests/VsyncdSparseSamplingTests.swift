@@ -19,13 +19,15 @@ extension VsyncdTests {
         @Test func modelTimedTicksBetweenBurstsLieOnTheGrid() throws {
             let daemon = try DaemonProcess(hertz: 60, extra: ["--vblank-sampling", "sparse"])
             let client = try RawClient(path: daemon.socketPath)
-            try client.handshake(name: "sparse", version: 4)
+            try client.handshake(name: "sparse", version: 6)
+            guard case .message(.timingPage) = client.receive() else { throw HarnessError("no TIMING_PAGE") }
             _ = try client.subscribe(1, fps: 0)
             var ticks: [Tick] = []
             while ticks.count < 300, let t = client.nextTick() { ticks.append(t) }  // 5 s at 60 Hz
             #expect(ticks.count == 300)
-            let real = ticks.filter { !$0.flags.contains(.predicted) }
-            let modelTimed = ticks.filter { $0.flags.contains(.predicted) }
+            let real = ticks.filter { !$0.flags.contains(.modelTimed) }
+            let modelTimed = ticks.filter { $0.flags.contains(.modelTimed) }
+            #expect(ticks.allSatisfy { !$0.flags.contains(.predicted) })  // the display is on
             // Continuous while the model learns, then bursts of three every 2 s: at least one
             // burst in 5 s, and far fewer real vblanks than ticks.
             #expect(real.count >= VBlankSampling.confidentSamples + VBlankSampling.burstLength)
@@ -55,12 +57,28 @@ extension VsyncdTests {
             #expect(ticks.count == 240)
             // Every frame aimed at once, in order, by either path; every gap counted.
             Self.expectCounted(ticks) { $0.targetSequence }
+            // Protocol 4 knows no model-timed flag: those ticks say predicted.
             #expect(ticks.filter { $0.flags.contains(.predicted) }.count >= 150)
+            #expect(ticks.allSatisfy { !$0.flags.contains(.modelTimed) })
             guard let anchor = ticks.first(where: { !$0.flags.contains(.predicted) }) else { return }
             for t in ticks {
                 let grid = Double(anchor.timestampNs) + Double(t.targetSequence - anchor.sequence) * Self.period
                 #expect(abs(Double(t.targetTimestampNs) - grid) < 1_000)
             }
+        }
+    
+
+        @Test func hardwareTicksSubscriptionKeepsVBlankEventsOn() throws {
+            let daemon = try DaemonProcess(hertz: 60, extra: ["--vblank-sampling", "sparse"])
+            let client = try RawClient(path: daemon.socketPath)
+            try client.handshake(name: "hardware", version: 6)
+            guard case .message(.timingPage) = client.receive() else { throw HarnessError("no TIMING_PAGE") }
+            _ = try client.subscribe(3, fps: 0, flags: .hardwareTicks)
+            var ticks: [Tick] = []
+            while ticks.count < 150, let t = client.nextTick() { ticks.append(t) }  // 2.5 s: past the learning
+            #expect(ticks.count == 150)
+            #expect(ticks.allSatisfy { $0.flags == .synthetic })
+            Self.expectCounted(ticks) { $0.sequence }
         }
     }
 }

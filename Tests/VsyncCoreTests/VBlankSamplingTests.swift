@@ -34,8 +34,10 @@ private struct FakeScriptedCRTC {
     mutating func vblank(_ s: UInt64) -> Bool {
         let ts = timestamp(s)
         let predicted = model.sampleCount > 0 ? model.predictedTimestamp(forSequence: s) : nil
-        if case .reanchor(let delta) = sampling.judge(timestampNs: ts, predictedNs: predicted) {
-            model.reanchor(byNs: delta)
+        switch sampling.judge(timestampNs: ts, predictedNs: predicted) {
+        case .drop: return false
+        case .reanchor(let delta): model.reanchor(byNs: delta)
+        case .feed: break
         }
         model.add(sequence: s, timestampNs: ts)
         return sampling.fed(at: ts, reading: reading)
@@ -87,7 +89,7 @@ struct VBlankSamplingTests {
         #expect(started == false)
     }
 
-    @Test("a burst on a display whose phase holds: three vblanks, no correction, asleep again")
+    @Test("a burst on a display whose phase holds: three vblanks (the first dropped), no correction, asleep again")
     func quietBurst() {
         var crtc = FakeScriptedCRTC()
         var s = crtc.runUntilAsleep(from: base)
@@ -110,14 +112,18 @@ struct VBlankSamplingTests {
         let started = crtc.sampling.startBurstIfDue(nowNs: crtc.sampling.nextBurstNs!)
         #expect(started)
         s += 120
-        crtc.phaseNs = 5_300_000  // the timer restarted 5.3 ms off the old grid
+        // The first vblank after the enable, stamped off any grid (as vkms does), is dropped.
+        crtc.phaseNs = 9_000_000
         let restartsBefore = crtc.model.restartCount
-        let first = crtc.feed([s])
-        #expect(first == [false])
-        // From the first vblank of the burst on, every prediction is on the new grid.
-        for k in 0..<8 { #expect(abs(crtc.predictionError(s + UInt64(k))) <= 2) }
-        let rest = crtc.feed([s + 1, s + 2])
-        #expect(rest == [false, true])
+        let dropped = crtc.feed([s])
+        #expect(dropped == [false] && crtc.sampling.isSettling)
+        crtc.phaseNs = 5_300_000  // the timer restarted 5.3 ms off the old grid
+        let judged = crtc.feed([s + 1])
+        #expect(judged == [false] && !crtc.sampling.isSettling)
+        // From the judged vblank of the burst on, every prediction is on the new grid.
+        for k in 0..<8 { #expect(abs(crtc.predictionError(s + 1 + UInt64(k))) <= 2) }
+        let confirmed = crtc.feed([s + 2])
+        #expect(confirmed == [true])
         #expect(crtc.sampling.correctionCount == 1)
         #expect(abs(Int64(crtc.sampling.largestCorrectionNs) - 5_300_000) <= 2)
         // Not a restart of the model (no generation bump, no storm of mode changes).
@@ -132,10 +138,10 @@ struct VBlankSamplingTests {
         let started = crtc.sampling.startBurstIfDue(nowNs: crtc.sampling.nextBurstNs!)
         #expect(started)
         s += 120
-        let first = crtc.feed([s])
+        let first = crtc.feed([s, s + 1])
         crtc.phaseNs = 40_000  // the next vblank 40 µs off: not the rate the model has
-        let second = crtc.feed([s + 1])
-        #expect(first == [false] && second == [false])
+        let second = crtc.feed([s + 2])
+        #expect(first == [false, false] && second == [false])
         #expect(crtc.sampling.state == .continuous)
         #expect(crtc.sampling.wantsVBlank)
     }
@@ -148,9 +154,9 @@ struct VBlankSamplingTests {
         let started = crtc.sampling.startBurstIfDue(nowNs: crtc.sampling.nextBurstNs!)
         #expect(started)
         s += 120
-        // From the last vblank seen the grid runs 5 ppm slow.
-        crtc.phaseNs = Double(s - lastSeen) * crtc.periodNs * 5e-6
-        crtc.vblank(s)
+        // From the last vblank seen the grid runs 5 ppm slow; the judged vblank is the second.
+        crtc.phaseNs = Double(s + 1 - lastSeen) * crtc.periodNs * 5e-6
+        _ = crtc.feed([s, s + 1])
         #expect(crtc.sampling.correctionCount == 0)
         #expect(crtc.sampling.largestCorrectionNs > 9_000 && crtc.sampling.largestCorrectionNs < 11_000)
     }
@@ -163,7 +169,7 @@ struct VBlankSamplingTests {
         _ = crtc.runUntilAsleep(from: base)
         let asleep = crtc.sampling.requestBurst()
         #expect(asleep)
-        #expect(crtc.sampling.state == .burst(remaining: VBlankSampling.burstLength, judged: false))
+        #expect(crtc.sampling.state == .burst(remaining: VBlankSampling.burstLength, judged: false, settling: 1))
         #expect(crtc.sampling.wantsVBlank)
     }
 

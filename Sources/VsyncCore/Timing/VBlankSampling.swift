@@ -15,12 +15,15 @@
 /// the interrupt on for about four periods (the enable and the last event's put), 67 ms of
 /// every 2 s: 3.3 %.
 ///
-/// A burst's first vblank is judged against the prediction before anything is ticked from it.
-/// Off by more than the bound, the grid is re-anchored on it at once (`Decision.reanchor`),
-/// keeping the period: some drivers (vkms, virtio-gpu) restart their vblank timer relative to
-/// the enable, so the phase moves at every burst although the rate does not. The burst's
-/// other vblanks must then agree with the re-anchored grid within the bound; one that does
-/// not sends the display back to continuous sampling until the model is confident again.
+/// A burst is three vblank events. The first after the enable is dropped (`Decision.drop`):
+/// vkms stamps it off the grid its restarted timer then keeps (measured in the VM test bed:
+/// 3-8 ms off the next ones). The second is judged against the prediction before anything is
+/// ticked from it; off by more than the bound, the grid is re-anchored on it at once
+/// (`Decision.reanchor`), keeping the period: some drivers (vkms, virtio-gpu) restart their
+/// vblank timer relative to the enable, so the phase moves at every burst although the rate
+/// does not. The third must then agree with the re-anchored grid within the bound; one that
+/// does not sends the display back to continuous sampling until the model is confident again.
+/// Until the burst's judged vblank, ticks stay model-timed.
 ///
 /// Pure: the daemon feeds it vblanks, the model's readings and the clock.
 public struct VBlankSampling: Sendable, Equatable {
@@ -34,9 +37,9 @@ public struct VBlankSampling: Sendable, Equatable {
     public enum State: Sendable, Equatable {
         /// Vblank events on without a break: the model learns, or cannot be trusted.
         case continuous
-        /// Vblank events on for `remaining` more vblanks; `judged` once its first was compared
-        /// with the prediction.
-        case burst(remaining: Int, judged: Bool)
+        /// Vblank events on for `remaining` more vblanks to feed the model, after `settling`
+        /// more to drop; `judged` once the first fed was compared with the prediction.
+        case burst(remaining: Int, judged: Bool, settling: Int)
         /// Vblank events off: ticks come from the model until the burst due at `nextBurstNs`.
         case asleep(nextBurstNs: UInt64)
     }
@@ -67,6 +70,8 @@ public struct VBlankSampling: Sendable, Equatable {
     /// What to do with a vblank before it is fed to the model (`judge`).
     public enum Decision: Sendable, Equatable {
         case feed
+        /// The first vblank after the enable: neither fed to the model nor ticked.
+        case drop
         /// Shift the model's grid by this many ns first (`RefreshModel.reanchor`).
         case reanchor(Int64)
     }
@@ -75,8 +80,10 @@ public struct VBlankSampling: Sendable, Equatable {
     public static let boundNs: Int64 = 20_000
     /// Between bursts.
     public static let burstIntervalNs: UInt64 = 2_000_000_000
-    /// Vblanks in a burst: the first measures the phase, the others confirm it.
-    public static let burstLength = 3
+    /// Vblanks of a burst fed to the model: the first measures the phase, the other confirms.
+    public static let burstLength = 2
+    /// Vblanks dropped at the start of a burst, before those (see the type's comment).
+    public static let settlingVBlanks = 1
     /// Samples before the model is trusted: enough for the residuals' spread to tell scanout
     /// stamps from interrupt ones (`RefreshModel.minimumSamplesForSpread`).
     public static let confidentSamples = RefreshModel.minimumSamplesForSpread
@@ -111,11 +118,15 @@ public struct VBlankSampling: Sendable, Equatable {
     /// Judges a real vblank against the model's prediction for its sequence (nil: no model
     /// yet) before it is fed. Only a burst's first vblank may move the grid.
     public mutating func judge(timestampNs: UInt64, predictedNs: UInt64?) -> Decision {
-        guard case .burst(let remaining, let judged) = state, let predictedNs else { return .feed }
+        guard case .burst(let remaining, let judged, let settling) = state, let predictedNs else { return .feed }
+        if settling > 0 {
+            state = .burst(remaining: remaining, judged: judged, settling: settling - 1)
+            return .drop
+        }
         let error = Int64(bitPattern: timestampNs &- predictedNs)
         let size = error.magnitude
         if !judged {
-            state = .burst(remaining: remaining, judged: true)
+            state = .burst(remaining: remaining, judged: true, settling: 0)
             largestCorrectionNs = max(largestCorrectionNs, size)
             guard size > UInt64(Self.boundNs) else { return .feed }
             correctionCount &+= 1
@@ -139,9 +150,9 @@ public struct VBlankSampling: Sendable, Equatable {
         case .continuous:
             state = .asleep(nextBurstNs: timestampNs &+ Self.burstIntervalNs)
             return true
-        case .burst(let remaining, let judged):
+        case .burst(let remaining, let judged, _):
             guard remaining <= 1 else {
-                state = .burst(remaining: remaining - 1, judged: judged)
+                state = .burst(remaining: remaining - 1, judged: judged, settling: 0)
                 return false
             }
             state = .asleep(nextBurstNs: timestampNs &+ Self.burstIntervalNs)
@@ -151,10 +162,26 @@ public struct VBlankSampling: Sendable, Equatable {
         }
     }
 
+    /// How many vblank requests to keep in flight: two in a burst (every queued request holds
+    /// the interrupt on until its vblank, and none can be cancelled, so a deep queue would
+    /// outlast the burst; with one, each delivery would drop the kernel's last reference and a
+    /// driver that disables at once would turn the interrupt off and on every frame); nil, the
+    /// source's own depth, while sampling continuously, which a late reader needs.
+    public var queueDepth: Int? {
+        if case .burst = state { return 2 }
+        return nil
+    }
+
+    /// In a burst, before the vblank it judges: ticks stay model-timed.
+    public var isSettling: Bool {
+        if case .burst(_, let judged, _) = state { return !judged }
+        return false
+    }
+
     /// Whether the burst is due at `nowNs`; if so it starts (vblank events must go on).
     public mutating func startBurstIfDue(nowNs: UInt64) -> Bool {
         guard case .asleep(let at) = state, nowNs >= at else { return false }
-        state = .burst(remaining: Self.burstLength, judged: false)
+        state = .burst(remaining: Self.burstLength, judged: false, settling: Self.settlingVBlanks)
         return true
     }
 
@@ -162,7 +189,7 @@ public struct VBlankSampling: Sendable, Equatable {
     /// vblanks before it times ticks again. Returns true when vblank events must go on.
     public mutating func requestBurst() -> Bool {
         guard case .asleep = state else { return false }
-        state = .burst(remaining: Self.burstLength, judged: false)
+        state = .burst(remaining: Self.burstLength, judged: false, settling: Self.settlingVBlanks)
         return true
     }
 
