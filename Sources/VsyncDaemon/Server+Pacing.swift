@@ -101,11 +101,21 @@ extension Server {
                     nowNs: now, newestSequence: latest.sequence, periodNs: periodNs,
                     variable: d.isVariable)
             else { continue }
-            sub.skipped &+= UInt32(clamping: passed)
             // A predicted tick without a work duration is the vblank itself, as a hardware tick
             // would be; with one, the newest vblank and the target ahead.
             let onTarget = sub.workDurationNs == 0 && (d.isPredicting || modelTimed)
-            if onTarget, modelTimed { sub.lastDueSequence = t.sequence }
+            if onTarget, modelTimed {
+                // Counted as on the vblank path, which it takes turns with: every due vblank
+                // since the last one ticked either way (the pacer, restarted at each burst's
+                // end, knows only its own).
+                let divisor = UInt64(sub.divisor)
+                if let last = sub.lastDueSequence, t.sequence > last {
+                    sub.skipped &+= UInt32(clamping: t.sequence / divisor - last / divisor - 1)
+                }
+                sub.lastDueSequence = t.sequence
+            } else {
+                sub.skipped &+= UInt32(clamping: passed)
+            }
             let targetSequence = onTarget ? t.sequence &+ UInt64(sub.divisor) : t.sequence
             let timelines = FramePacing.timelines(from: targetSequence, divisor: sub.divisor) {
                 d.predictedTimestamp(forSequence: $0)

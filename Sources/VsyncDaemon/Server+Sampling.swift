@@ -33,7 +33,9 @@ extension Server {
         let predicted = d.model.predictedTimestamp(forSequence: sequence)
         let wasContinuous = d.sampling.state == .continuous
         switch d.sampling.judge(timestampNs: timestampNs, predictedNs: predicted) {
-        case .drop: return false
+        case .drop:
+            source.limitQueue(d.key, to: d.sampling.queueDepth)  // before this read's re-arm
+            return false
         case .reanchor(let delta):
             d.model.reanchor(byNs: delta)
             logger.debug("display \(d.id): phase moved \(delta) ns while vblank events slept; re-anchored")

@@ -162,13 +162,14 @@ public struct VBlankSampling: Sendable, Equatable {
         }
     }
 
-    /// How many vblank requests to keep in flight: two in a burst (every queued request holds
-    /// the interrupt on until its vblank, and none can be cancelled, so a deep queue would
-    /// outlast the burst; with one, each delivery would drop the kernel's last reference and a
-    /// driver that disables at once would turn the interrupt off and on every frame); nil, the
-    /// source's own depth, while sampling continuously, which a late reader needs.
+    /// How many vblank requests to keep in flight: in a burst, the vblanks it still wants,
+    /// all queued when it starts (every queued request holds the interrupt on until its vblank
+    /// and none can be cancelled, so more would outlast the burst; topped up one at a time, a
+    /// late reader's queue would run dry, dropping the kernel's last reference: a driver that
+    /// disables at once turns the interrupt off and on again, and vkms's phase moves); nil,
+    /// the source's own depth, while sampling continuously, which a late reader needs.
     public var queueDepth: Int? {
-        if case .burst = state { return 2 }
+        if case .burst(let remaining, _, let settling) = state { return max(1, remaining + settling) }
         return nil
     }
 
