@@ -80,6 +80,10 @@ extension DisplayLink {
         /// `refreshDuration`; its `refreshInterval` would be unknown). The link's
         /// ``DisplayLink/minimumInterval`` and ``DisplayLink/maximumInterval`` give the range.
         public var isVariable: Bool { flags.contains(.variable) }
+        /// The display is on but vsyncd samples its vblanks sparsely (protocol 6, vsyncd(8)
+        /// `--vblank-sampling sparse`): its vblank interrupt sleeps, so ``timestampNanoseconds``
+        /// is the refresh model's prediction of the vblank, ``sequence`` the kernel's count.
+        public var isModelTimed: Bool { flags.contains(.modelTimed) }
     }
 
     /// A change to the link's display, for ``DisplayLink/displayChangeHandler``.

@@ -86,11 +86,11 @@ extension Card {
     /// kernel sends each event when its vblank comes. The first request, or the first after the
     /// queue ran dry (the CRTC went off: the kernel flushed every request), aims at the next
     /// vblank. Throws only when no request is in flight: a full event buffer merely stops the
-    /// filling.
-    public func fillVBlankQueue(pipe: Int, token: UInt32) throws(DRMError) {
+    /// filling. `depthLimit`: fewer in flight than `vblankQueueDepth`, never fewer than one.
+    public func fillVBlankQueue(pipe: Int, token: UInt32, depthLimit: Int? = nil) throws(DRMError) {
         guard pipe >= 0, pipe < crtcVBlanks.count else { throw unknownPipe(pipe) }
         let crtc = crtcVBlanks[pipe]
-        let depth = vblankQueueDepth
+        let depth = max(1, min(vblankQueueDepth, depthLimit ?? vblankQueueDepth))
         while true {
             let inFlight = crtc.inFlight.load(ordering: .relaxed)
             guard inFlight < depth else { return }

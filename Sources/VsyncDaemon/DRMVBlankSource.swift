@@ -17,10 +17,13 @@ final class DRMVBlankSource: VBlankSource {
         let path: String
         let card: Card
         var tokens: [UInt32?]
+        /// At most this many requests in flight per CRTC, by pipe (nil: the card's depth).
+        var depthLimits: [Int?]
         init(path: String, card: Card) {
             self.path = path
             self.card = card
             tokens = Array(repeating: nil, count: card.crtcIDs.count)
+            depthLimits = Array(repeating: nil, count: card.crtcIDs.count)
         }
     }
 
@@ -204,7 +207,7 @@ final class DRMVBlankSource: VBlankSource {
     /// Tops up the CRTC's requests in flight (the card counts them).
     private func queue(_ open: OpenCard, pipe: Int, token: UInt32) throws(VBlankFailure) {
         do throws(DRMError) {
-            try open.card.fillVBlankQueue(pipe: pipe, token: token)
+            try open.card.fillVBlankQueue(pipe: pipe, token: token, depthLimit: open.depthLimits[pipe])
         } catch {
             if error.kind == .deviceGone { drop(open.path, reason: error.description) }
             throw failure(error)
@@ -226,6 +229,11 @@ final class DRMVBlankSource: VBlankSource {
             // Requests already in flight still arrive; they are then not re-queued.
             open.tokens[pipe] = nil
         }
+    }
+
+    func limitQueue(_ key: DisplayKey, to depth: Int?) {
+        guard let (open, pipe) = locate(key) else { return }
+        open.depthLimits[pipe] = depth
     }
 
     func isActive(_ key: DisplayKey) -> Bool {

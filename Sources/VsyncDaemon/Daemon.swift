@@ -1,6 +1,7 @@
 import CLinux
 import Glibc
 import Logging
+import VsyncCore
 
 /// vsyncd's entry point: wires the source, the socket and systemd together and serves.
 public enum Daemon {

@@ -1,3 +1,5 @@
+import VsyncCore
+
 /// Everything vsyncd is told on its command line and in its environment.
 public struct DaemonConfiguration: Sendable {
     public enum SourceKind: Sendable, Equatable {
@@ -54,6 +56,9 @@ public struct DaemonConfiguration: Sendable {
     public var maxClientsPerApp: Int { max(1, maxClientsPerUser / 2) }
     /// Subscriptions one sandboxed app may hold: half of its user's.
     public var maxSubscriptionsPerApp: Int { max(1, maxSubscriptionsPerUser / 2) }
+    /// Vblank events all the time, or in bursts with ticks from the model between them
+    /// (`VBlankSampling`).
+    public var vblankSampling: VBlankSampling.Mode
 
     public static let defaultMaxClientsPerUser = 128
     public static let defaultMaxSubscriptionsPerUser = 256
@@ -62,8 +67,10 @@ public struct DaemonConfiguration: Sendable {
         socketPath: String? = nil, devices: [String] = [], source: SourceKind = .drm, group: String = "video",
         maxClients: Int = 1024, stallTimeout: Double = 2, maxSubscriptionsPerClient: Int = 64,
         maxClientsPerUser: Int = DaemonConfiguration.defaultMaxClientsPerUser,
-        maxSubscriptionsPerUser: Int = DaemonConfiguration.defaultMaxSubscriptionsPerUser
+        maxSubscriptionsPerUser: Int = DaemonConfiguration.defaultMaxSubscriptionsPerUser,
+        vblankSampling: VBlankSampling.Mode = .continuous
     ) {
+        self.vblankSampling = vblankSampling
         self.socketPath = socketPath
         self.devices = devices
         self.source = source

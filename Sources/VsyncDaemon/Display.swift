@@ -33,6 +33,9 @@ final class Display {
     var vblankRefused = false
     /// Ticks come from the model, not from vblanks: off, or refused.
     var isPredicting: Bool { state == .off || vblankRefused }
+    /// Whether vblank events run all the time or in bursts (`--vblank-sampling`), and where
+    /// the bursts are (Display+Sampling.swift).
+    var sampling: VBlankSampling
     /// Its record on the timing page (TimingPage.claimSlot), -1 for none.
     var pageSlot: Int32 = -1
     /// The record flags of the last full write (`Server.publishTiming`), which a vblank's write
@@ -58,8 +61,9 @@ final class Display {
 
     static let fallbackPeriodNs = 1e9 / 60
 
-    init(id: UInt32, source: SourceDisplay) {
+    init(id: UInt32, source: SourceDisplay, sampling: VBlankSampling.Mode = .continuous) {
         self.id = id
+        self.sampling = VBlankSampling(mode: sampling)
         self.source = source
         litSource = source.isActive ? source : nil
         self.state = source.isActive ? .on : .off
@@ -73,7 +77,14 @@ final class Display {
 
     var periodNs: UInt64 { UInt64(model.periodNs.rounded()) }
 
-    var wantsVBlank: Bool { state == .on && subscriptions.contains { !$0.paused } }
+    var wantsVBlank: Bool { isFollowed && (sampling.wantsVBlank || holdsInterrupt) }
+
+    /// A running subscription asked for hardware ticks: vblank events stay on whatever the
+    /// sampling (protocol 6).
+    var holdsInterrupt: Bool { sampling.mode == .sparse && subscriptions.contains { !$0.paused && $0.hardwareTicks } }
+
+    /// On, with a running subscriber: vblank events, or in sparse sampling the model, tick it.
+    var isFollowed: Bool { state == .on && subscriptions.contains { !$0.paused } }
 
     /// Adds `sub` in send order. Ticks go out in this order, each send taking a few µs, so
     /// appending would let a user with many subscriptions put all of them ahead of another
@@ -117,6 +128,7 @@ final class Display {
     func resetModel() {
         if restartedSinceLastRead { restartedSinceLastRead = false } else { changes &+= 1 }
         model.reset(nominalPeriodNs: source.refresh?.periodNanoseconds ?? Self.fallbackPeriodNs)
+        sampling.relearn()
         newestIsCurrent = false
         fruitlessRechecks = 0
         // Some drivers restart the vblank count with a mode: frames are aimed afresh from the
@@ -127,9 +139,11 @@ final class Display {
     func info(isPrimary: Bool, synthetic: Bool) -> DisplayInfo {
         var flags: DisplayFlags = synthetic ? .synthetic : .hardwareClock
         if isPrimary { flags.insert(.primary) }
-        let timing = model.displayTiming
+        var timing = model.displayTiming
+        timing.timing.phaseCorrectionNs = UInt32(clamping: sampling.largestCorrectionNs)
         flags.formUnion(timing.flags)
         flags.formUnion(variableRefreshFlags)
+        if isModelTimed { flags.insert(.modelTimed) }
         let intervals = variableRefreshIntervals
         return DisplayInfo(
             displayID: id, crtcID: source.key.crtcID, connectorID: source.connectorID,

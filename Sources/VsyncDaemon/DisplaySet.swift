@@ -39,8 +39,8 @@ final class DisplaySet: RandomAccessCollection {
     func isListed(_ d: Display) -> Bool { slots.contains(d) }
 
     /// Lists a display the source found, with the next id.
-    func add(_ source: SourceDisplay) -> Display {
-        let d = Display(id: nextID, source: source)
+    func add(_ source: SourceDisplay, sampling: VBlankSampling.Mode = .continuous) -> Display {
+        let d = Display(id: nextID, source: source, sampling: sampling)
         nextID += 1
         list.append(d)
         slots.update(list)

@@ -20,7 +20,7 @@ extension Server {
             apply(s, to: d)
         }
         for s in found where s.isActive && !displays.contains(where: { $0.key == s.key }) {
-            let d = displays.add(s)
+            let d = displays.add(s, sampling: configuration.vblankSampling)
             placeOnPage(d)
             let names =
                 (s.busPath.isEmpty ? "" : ", bus path \(s.busPath)") + (s.edid.map { ", EDID \($0.make)/\($0.model)/\($0.serial)" } ?? "")
@@ -125,6 +125,7 @@ extension Server {
 
     func broadcastEvent(_ kind: DisplayEventKind, _ d: Display) {
         let event = displayEvent(kind, d)
+        burstNow(d)  // sparse sampling: real vblanks again before the model ticks on
         publishTiming(d, flags: event.display.flags)
         let message = ServerMessage.displayEvent(event)
         var told = Set<Int32>()
@@ -159,6 +160,7 @@ extension Server {
         let want = d.wantsVBlank
         guard want != source.isActive(d.key) else { return updatePacing(d) }
         do throws(VBlankFailure) {
+            if want { source.limitQueue(d.key, to: d.sampling.queueDepth) }
             try source.setActive(d.key, want, token: d.token)
             if want && d.vblankRefused {
                 d.vblankRefused = false

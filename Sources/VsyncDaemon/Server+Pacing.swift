@@ -9,14 +9,14 @@ extension Server {
     /// Whether the pacing timer, not a vblank, delivers this subscription's ticks.
     func isPaced(_ sub: Subscription) -> Bool {
         guard !sub.paused, !sub.pageOnly else { return false }
-        return sub.display.isPredicting ? sub.predictWhileOff : sub.workDurationNs > 0
+        return sub.display.isPredicting ? sub.predictWhileOff : sub.workDurationNs > 0 || sub.display.isModelTimed
     }
 
     /// The newest vblank the display had: the last real one while it is on (none until the
     /// first since vblank events were turned on), else the model's.
     private func latestVBlank(_ d: Display, now: UInt64) -> (sequence: UInt64, timestampNs: UInt64)? {
         guard let last = d.model.newest else { return nil }
-        guard d.isPredicting else { return d.newestIsCurrent ? last : nil }
+        guard d.isPredicting || d.isModelTimed else { return d.newestIsCurrent ? last : nil }
         let s = FramePacing.latestVBlank(atOrBefore: now, atLeast: last.sequence, periodNs: d.model.periodNs) {
             d.predictedTimestamp(forSequence: $0)
         }
@@ -52,6 +52,9 @@ extension Server {
             let probe = d.lastRecheckNs &+ UInt64(d.model.periodNs)
             earliest = min(earliest ?? probe, probe)
         }
+        // Sparse sampling: the next burst (a display followed only through the page has no
+        // other wake).
+        if let burst = d.sampling.nextBurstNs, d.isFollowed { earliest = min(earliest ?? burst, burst) }
         d.nextWakeNs = earliest
         if arm { armPacing() }
     }
@@ -71,6 +74,7 @@ extension Server {
         let now = monotonicNow()
         for d in displays where d.nextWakeNs.map({ $0 <= now }) ?? false {
             if let latest = latestVBlank(d, now: now) { deliverPaced(d, latest: latest, now: now) }
+            startBurstIfDue(d, now: now)
             if d.state == .off, now &- d.lastRecheckNs >= UInt64(d.model.periodNs) {
                 recheck(d, now: now)
                 guard displays.isListed(d) else { continue }
@@ -84,8 +88,11 @@ extension Server {
     /// the ticks are out.
     private func deliverPaced(_ d: Display, latest: (sequence: UInt64, timestampNs: UInt64), now: UInt64) {
         let interval = d.intervalNs
-        var flags: TickFlags = d.isPredicting ? .predicted : (source.isSynthetic ? .synthetic : .hardwareTimestamp)
-        if d.isPredicting && source.isSynthetic { flags.insert(.synthetic) }
+        // Model-timed (sparse sampling): the timestamp is the model's, of a display that is on.
+        let modelTimed = d.isModelTimed
+        var flags: TickFlags =
+            d.isPredicting ? .predicted : modelTimed ? .modelTimed : (source.isSynthetic ? .synthetic : .hardwareTimestamp)
+        if (d.isPredicting || modelTimed) && source.isSynthetic { flags.insert(.synthetic) }
         if d.isVariable { flags.insert(.variable) }  // targets are the earliest vblanks (Display+VariableRefresh)
         let periodNs = d.pacingPeriodNs
         for sub in d.subscriptions where isPaced(sub) {
@@ -94,10 +101,21 @@ extension Server {
                     nowNs: now, newestSequence: latest.sequence, periodNs: periodNs,
                     variable: d.isVariable)
             else { continue }
-            sub.skipped &+= UInt32(clamping: passed)
             // A predicted tick without a work duration is the vblank itself, as a hardware tick
             // would be; with one, the newest vblank and the target ahead.
-            let onTarget = sub.workDurationNs == 0 && d.isPredicting
+            let onTarget = sub.workDurationNs == 0 && (d.isPredicting || modelTimed)
+            if onTarget, modelTimed {
+                // Counted as on the vblank path, which it takes turns with: every due vblank
+                // since the last one ticked either way (the pacer, restarted at each burst's
+                // end, knows only its own).
+                let divisor = UInt64(sub.divisor)
+                if let last = sub.lastDueSequence, t.sequence > last {
+                    sub.skipped &+= UInt32(clamping: t.sequence / divisor - last / divisor - 1)
+                }
+                sub.lastDueSequence = t.sequence
+            } else {
+                sub.skipped &+= UInt32(clamping: passed)
+            }
             let targetSequence = onTarget ? t.sequence &+ UInt64(sub.divisor) : t.sequence
             let timelines = FramePacing.timelines(from: targetSequence, divisor: sub.divisor) {
                 d.predictedTimestamp(forSequence: $0)

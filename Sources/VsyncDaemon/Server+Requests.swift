@@ -172,6 +172,8 @@ extension Server {
         }
         // Bit 2 was reserved, and ignored, before the timing page.
         if !client.features.contains(.timingPage) { request.flags.remove(.pageOnly) }
+        // Bit 3 likewise before model-timed ticks.
+        if !client.features.contains(.modelTimedTicks) { request.flags.remove(.hardwareTicks) }
         // The display's mode and state as they are now, not as last seen: its first tick must
         // not come at an old mode, and `primary` must pick a display that is lit.
         refreshDisplays()
@@ -217,12 +219,16 @@ extension Server {
         sub.workDurationNs = request.workDurationNs
         sub.predictWhileOff = request.flags.contains(.predictWhileOff)
         sub.pageOnly = request.flags.contains(.pageOnly)
+        sub.hardwareTicks = request.flags.contains(.hardwareTicks)
         sub.selector = request.selector
         client.subscriptions[id] = sub
         d.insertFairly(sub)
         logger.debug(
             "client \(client.label): subscription \(id) on display \(d.id) at divisor \(sub.divisor)\(sub.workDurationNs > 0 ? ", work duration \(sub.workDurationNs) ns" : "")\(sub.paused ? ", paused" : "")"
         )
+        // A burst if events sleep (sparse sampling): the model is checked before it ticks a
+        // new subscriber.
+        _ = d.sampling.requestBurst()
         updateVBlank(d)  // first, so vblanks are requested by the time the client hears back
         send(subscribed(sub), to: client)
     }

@@ -68,7 +68,11 @@ extension Server {
         if !d.isVariable, variableRefreshMayHaveTurnedOn(d, sequence: sequence, timestampNs: timestampNs) {
             guard d.state == .on, displays.isListed(d) else { return }
         }
-        if d.isVariable { return variableVBlank(d, sequence: sequence, timestampNs: timestampNs) }
+        if d.isVariable {
+            d.sampling.relearn()  // no grid to predict: events stay on
+            return variableVBlank(d, sequence: sequence, timestampNs: timestampNs)
+        }
+        guard judgeSample(d, sequence: sequence, timestampNs: timestampNs) else { return }
         let previous = d.model.newest
         let followed = d.newestIsCurrent
         let periodRestarts = d.model.periodRestartCount
@@ -104,6 +108,7 @@ extension Server {
         sendTicks(d, sequence: sequence, timestampNs: timestampNs, flags: flags, intervalNs: d.periodNs) {
             d.model.predictedTimestamp(forSequence: $0)
         }
+        sampled(d, timestampNs: timestampNs)
     }
 
     /// One vblank's ticks to the display's subscribers that are due at this sequence, each
@@ -118,12 +123,17 @@ extension Server {
         var timelines = FrameTimelines()
         var stamp: UInt64 = 0
         var paced = false
+        // Sparse sampling: while the model times the ticks, a vblank still in flight is not
+        // ticked again, nor one the pacing timer already ticked.
+        let sparse = d.sampling.mode == .sparse
+        let modelTimed = sparse && d.isModelTimed
         for sub in d.subscriptions where !sub.paused {
             if sub.pageOnly { continue }
-            if sub.workDurationNs > 0 {
+            if sub.workDurationNs > 0 || modelTimed {
                 paced = true
                 continue
             }
+            if sparse, let last = sub.lastDueSequence, sequence <= last { continue }
             guard RateMapping.isTickDue(sequence: sequence, divisor: sub.divisor) else { continue }
             let divisor = UInt64(sub.divisor)
             if let last = sub.lastDueSequence, sequence > last {

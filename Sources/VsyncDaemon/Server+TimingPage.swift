@@ -45,7 +45,8 @@ extension Server {
         d.pageFlags = (flags ?? info(d).flags).rawValue & 0xFFFF
         // Current only from the first vblank after events came on: until then `last_*` is
         // absent or from before an idle spell, and a reader would aim at a stale line.
-        writeRecord(d, current: source.isActive(d.key) && d.newestIsCurrent)
+        // Sparse sampling: between bursts the model's line is as good as a vblank's.
+        writeRecord(d, current: d.isModelTimed || (source.isActive(d.key) && d.newestIsCurrent))
     }
 
     /// The tick path's write: a vblank just came, so events are on; the flags are the last full

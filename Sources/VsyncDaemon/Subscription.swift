@@ -18,6 +18,9 @@ final class Subscription {
     var predictWhileOff = false
     /// No ticks, only the display's vblanks kept coming into the timing page (protocol 5).
     var pageOnly = false
+    /// Every tick from a real vblank: keeps the display's vblank events on in sparse sampling
+    /// (protocol 6).
+    var hardwareTicks = false
     /// The frame the pacing timer will wake the client for next.
     var pacer = FramePacer()
     /// Due ticks not delivered since the last delivered one (replaced while pending, or never
@@ -45,6 +48,7 @@ final class Subscription {
     /// duration): kept while it waits for its display, and replayed when it moves.
     var request: Subscribe {
         var flags: SubscribeFlags = paused ? .startPaused : []
+        if hardwareTicks { flags.insert(.hardwareTicks) }
         if predictWhileOff { flags.insert(.predictWhileOff) }
         if pageOnly { flags.insert(.pageOnly) }
         return Subscribe(subscriptionID: id, selector: selector, range: range, flags: flags, workDurationNs: workDurationNs)

@@ -90,6 +90,10 @@ protocol VBlankSource: AnyObject {
     var wantsRescanSoon: Bool { get }
     /// A hotplug happened: what the source cached of connectors (EDIDs) is read again.
     func hotplugged()
+    /// Keeps at most `depth` vblank requests in flight for the display from the next top-up
+    /// (nil: the source's own depth). A queued request cannot be cancelled and holds the
+    /// interrupt on until its vblank, so sparse sampling keeps its bursts' queue short.
+    func limitQueue(_ key: DisplayKey, to depth: Int?)
 }
 
 extension VBlankSource {
@@ -98,4 +102,5 @@ extension VBlankSource {
     /// Sources without cards (the timer, a replay) have none coming up.
     var wantsRescanSoon: Bool { false }
     func hotplugged() {}
+    func limitQueue(_ key: DisplayKey, to depth: Int?) {}
 }

@@ -136,6 +136,7 @@ struct Follower {
         if flags.contains(.predicted) { names.append("predicted") }
         if flags.contains(.synthetic) { names.append("synthetic") }
         if flags.contains(.variable) { names.append("variable") }
+        if flags.contains(.modelTimed) { names.append("modelTimed") }
         return names
     }
 

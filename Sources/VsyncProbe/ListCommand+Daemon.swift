@@ -24,6 +24,8 @@ extension ListCommand {
         info.generation = d.generation
         info.residualSamples = d.timing.samples
         info.variable = d.flags.contains(.variable)
+        info.modelTimed = d.flags.contains(.modelTimed)
+        if d.timing.phaseCorrectionNs > 0 { info.phaseCorrectionUs = Double(d.timing.phaseCorrectionNs) / 1000 }
         guard d.timing.samples > 0 else { return }
         info.timestampSource = (d.flags.contains(.interruptTimestamps) ? TimestampSource.interrupt : .scanout).rawValue
         info.residualUs = MeasureReport.Residual(rms: d.timing.rmsUs, p99: d.timing.p99Us)
@@ -36,6 +38,9 @@ extension ListCommand {
                 ", timestamps \(c.timestampSource ?? "?"), residual RMS \(DecimalText.fixed(r.rms, places: 1)) µs, p99 \(DecimalText.fixed(r.p99, places: 1)) µs over \(c.residualSamples ?? 0) vblanks"
             } ?? ", timing not measured (nobody followed it lately)"
         let variable = c.variable == true ? ", variable refresh on" : ""
-        return "; vsyncd: generation \(generation)\(variable)\(timing)"
+        let sampling =
+            (c.modelTimed == true ? ", vblank interrupt asleep (ticks model-timed)" : "")
+            + (c.phaseCorrectionUs.map { ", largest burst phase correction \(DecimalText.fixed($0, places: 1)) µs" } ?? "")
+        return "; vsyncd: generation \(generation)\(variable)\(sampling)\(timing)"
     }
 }

@@ -63,6 +63,10 @@ struct ListCommand: ParsableCommand {
         /// The CRTC's `VRR_ENABLED` (nil: no such property), and vsyncd's view: variable now.
         var variableRefreshEnabled: Bool?
         var variable: Bool?
+        /// vsyncd's sparse sampling (protocol 6): the vblank interrupt sleeps now and ticks are
+        /// model-timed; the largest phase correction its bursts made, µs.
+        var modelTimed: Bool?
+        var phaseCorrectionUs: Double?
     }
 
     struct Listing: Encodable { var cards: [CardInfo] }

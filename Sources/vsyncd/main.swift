@@ -50,12 +50,21 @@ struct Vsyncd: ParsableCommand {
     @Option(help: ArgumentHelp("Seconds a client's socket may stay full before it is disconnected.", valueName: "seconds"))
     var stallTimeout: Double = 2
 
+    @Option(
+        help: ArgumentHelp(
+            "'continuous' keeps each followed display's vblank interrupt on; 'sparse' samples it in short bursts once the refresh model is confident and times the ticks between them from the model, so the interrupt can sleep (panel self-refresh, deep idle states). See vsyncd(8).",
+            valueName: "continuous|sparse"))
+    var vblankSampling: String = VBlankSampling.Mode.continuous.rawValue
+
     @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level"))
     var logLevel: String = "info"
 
     func validate() throws {
         guard DaemonConfiguration.SourceKind(argument: source) != nil else {
             throw ValidationError("--source must be 'drm', 'timer:HZ' (e.g. timer:60) or 'replay:FILE[@SPEED]', not '\(source)'")
+        }
+        guard VBlankSampling.Mode(rawValue: vblankSampling) != nil else {
+            throw ValidationError("--vblank-sampling must be 'continuous' or 'sparse', not '\(vblankSampling)'")
         }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
@@ -77,7 +86,8 @@ struct Vsyncd: ParsableCommand {
         var configuration = DaemonConfiguration(
             socketPath: socket, devices: device, source: DaemonConfiguration.SourceKind(argument: source) ?? .drm,
             group: group, maxClients: maxClients, stallTimeout: stallTimeout,
-            maxClientsPerUser: maxClientsPerUser, maxSubscriptionsPerUser: maxSubscriptionsPerUser)
+            maxClientsPerUser: maxClientsPerUser, maxSubscriptionsPerUser: maxSubscriptionsPerUser,
+            vblankSampling: VBlankSampling.Mode(rawValue: vblankSampling) ?? .continuous)
         configuration.accessNodes = accessNode
         do {
             try Daemon.run(configuration, logger: logger)

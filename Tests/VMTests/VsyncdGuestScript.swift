@@ -21,6 +21,8 @@ struct VsyncdGuestScript {
     /// every timer in the guest then fires on the 250 Hz tick: up to 4 ms late, the guest
     /// kernel's lateness, not the daemon's.
     var hostTSC = false
+    /// More kernel command line (vm-run.sh --append).
+    var append: String?
 
     /// `release`: vsyncd and vsync-probe from the release build, for tests that measure timing.
     /// Under TCG a debug build runs several times slower, and its wake-ups measure the build,
@@ -45,7 +47,7 @@ struct VsyncdGuestScript {
     func run(timeout: Int = 300) async throws -> VsyncdGuestOutput {
         let result = try await GuestVM.run(
             ["sh", "-c", lines.joined(separator: "\n")], timeout: timeout, env: ["VSYNC_BIN": bin, "VSYNC_TOOLS": tools],
-            virtioGPU: virtioGPU, hostTSC: hostTSC)
+            append: append, virtioGPU: virtioGPU, hostTSC: hostTSC)
         // Kept for reading after a failure: the checks print their verdicts, not the whole run.
         if let keep = ProcessInfo.processInfo.environment["VSYNCD_VM_KEEP"] {
             let name = "guest-\(UInt64(Date().timeIntervalSince1970 * 1000)).out"

@@ -9,6 +9,7 @@ struct ProtocolFeaturesTests {
         #expect(ProtocolFeatures(version: 3) == [.workDurations, .waitingSubscriptions, .cardSelectors, .followingPrimary, .waitingThroughRemoval])
         #expect(ProtocolFeatures(version: 4) == ProtocolFeatures(version: 3).union(.generations))
         #expect(ProtocolFeatures(version: 5) == ProtocolFeatures(version: 4).union([.timingPage, .variableRefresh]))
+        #expect(ProtocolFeatures(version: 6) == ProtocolFeatures(version: 5).union(.modelTimedTicks))
         // Every feature is in the current version, and each gate is within the versions spoken.
         let all = ProtocolFeatures.sinceVersion.reduce(ProtocolFeatures()) { $0.union($1.feature) }
         #expect(ProtocolFeatures(version: WireProtocol.currentVersion) == all)

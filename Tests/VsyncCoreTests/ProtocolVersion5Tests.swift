@@ -88,10 +88,9 @@ struct ProtocolVersion5Tests {
         #expect(DisplayEventKind.variableRefreshChanged.rawValue == 6)
         #expect(DisplayEventKind.variableRefreshChanged.minimumVersion == 5)
         #expect(DisplayEventKind.allCases.filter { $0 != .variableRefreshChanged }.allSatisfy { $0.minimumVersion == 1 })
-        #expect(WireProtocol.currentVersion == 5)
-        #expect(DisplayFlags.definedAfter(version: 4) == [.variable, .variableCapable])
-        #expect(DisplayFlags.definedAfter(version: 3) == [.interruptTimestamps, .variable, .variableCapable])
-        #expect(DisplayFlags.definedAfter(version: 5).isEmpty)
+        #expect(DisplayFlags.definedAfter(version: 4) == [.variable, .variableCapable, .modelTimed])
+        #expect(DisplayFlags.definedAfter(version: 3) == [.interruptTimestamps, .variable, .variableCapable, .modelTimed])
+        #expect(DisplayFlags.definedAfter(version: 5) == .modelTimed)
     }
 
     /// The client fuzzer's find: a record decoded with a bit no version defines (bit 31) and

@@ -71,6 +71,10 @@ extern "C" {
 #define VSYNC_FRAME_VARIABLE 8u  /* variable refresh (VRR) is on: no grid, so target_timestamp_ns and the
                                   * timelines are the EARLIEST each vblank can come (the last vblank + k ×
                                   * the shortest interval) and duration_ns is the shortest interval (protocol 5) */
+#define VSYNC_FRAME_MODEL_TIMED 16u /* the display is on but vsyncd samples its vblanks sparsely and the vblank
+                                     * interrupt sleeps: timestamp_ns is the refresh model's prediction of that
+                                     * vblank, sequence the kernel's count for it (protocol 6; vsyncd(8)
+                                     * --vblank-sampling sparse) */
 
 /* struct vsync_display_event.kind. 1-3 are the wire's kinds; WAITING is the library's own, so it
  * sits apart from them (the wire's 4 and 5, added and removed, never reach a link as events). */

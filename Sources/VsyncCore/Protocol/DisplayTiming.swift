@@ -9,10 +9,15 @@ public struct DisplayTiming: Sendable, Equatable, Hashable {
     /// Vblanks the residuals are over; 0: not measured (nobody followed the display since its
     /// last change, or an older daemon).
     public var samples: UInt32
-    public init(rmsNs: UInt32 = 0, p99Ns: UInt32 = 0, samples: UInt32 = 0) {
+    /// The largest phase difference a burst of sparse vblank sampling found between the
+    /// model's prediction and the kernel's vblank since the display last sampled
+    /// continuously, ns (saturated; 0 in continuous sampling). Protocol 6.
+    public var phaseCorrectionNs: UInt32
+    public init(rmsNs: UInt32 = 0, p99Ns: UInt32 = 0, samples: UInt32 = 0, phaseCorrectionNs: UInt32 = 0) {
         self.rmsNs = rmsNs
         self.p99Ns = p99Ns
         self.samples = samples
+        self.phaseCorrectionNs = phaseCorrectionNs
     }
 
     public var rmsUs: Double { Double(rmsNs) / 1000 }

@@ -68,7 +68,9 @@ extension DisplayInfo {
             edidSerial: size >= version3WireSize ? try r.name(o + 208, width: 16, field: "EDID serial") : "",
             generation: try r.u32(o + 20),
             timing: size >= version4WireSize
-                ? DisplayTiming(rmsNs: try r.u32(o + 224), p99Ns: try r.u32(o + 228), samples: try r.u32(o + 232))
+                ? DisplayTiming(
+                    rmsNs: try r.u32(o + 224), p99Ns: try r.u32(o + 228), samples: try r.u32(o + 232),
+                    phaseCorrectionNs: try r.u32(o + 236))
                 : DisplayTiming(),
             minIntervalNs: size >= version5WireSize ? try r.u64(o + 240) : 0,
             maxIntervalNs: size >= version5WireSize ? try r.u64(o + 248) : 0,
@@ -107,7 +109,7 @@ extension DisplayInfo {
         w.u32(timing.rmsNs)
         w.u32(timing.p99Ns)
         w.u32(timing.samples)
-        w.zeros(4)
+        w.u32(version >= WireProtocol.modelTimedTicksSinceVersion ? timing.phaseCorrectionNs : 0)  // reserved before 6
         guard version >= 5 else { return }
         w.u64(minIntervalNs)
         w.u64(maxIntervalNs)

@@ -97,6 +97,10 @@ public struct SubscribeFlags: OptionSet, Sendable, Hashable {
     /// page's record of it stays current, for a client that paces itself from the page.
     /// Protocol 5; reserved and ignored before.
     public static let pageOnly = SubscribeFlags(rawValue: 1 << 2)
+    /// Every tick from a real vblank: the subscription keeps the display's vblank interrupt
+    /// on, as in continuous sampling, for a client that measures the display itself.
+    /// Protocol 6; reserved and ignored before.
+    public static let hardwareTicks = SubscribeFlags(rawValue: 1 << 3)
 }
 
 /// SUBSCRIBE: ticks from one display at a rate chosen from `range`.
@@ -169,11 +173,14 @@ public struct DisplayFlags: OptionSet, Sendable, Hashable {
     public static let variable = DisplayFlags(rawValue: 1 << 4)
     /// The connector says the monitor can do variable refresh (`vrr_capable`). Protocol 5.
     public static let variableCapable = DisplayFlags(rawValue: 1 << 5)
+    /// Sparse vblank sampling has the display's vblank interrupt asleep: ticks are model-timed
+    /// until the next burst (docs/PROTOCOL.md § 7). Protocol 6.
+    public static let modelTimed = DisplayFlags(rawValue: 1 << 6)
     /// The bits a later protocol version gave meaning to: a connection at `version` never sees
     /// them. Other bits pass as they are (a reader ignores the bits it does not know, § 8), so a
     /// record decoded and written again at the same version keeps every bit it had.
     public static func definedAfter(version: UInt16) -> DisplayFlags {
-        DisplayFlags(rawValue: version >= 5 ? 0 : version >= 4 ? 0x30 : 0x38)
+        DisplayFlags(rawValue: version >= 6 ? 0 : version >= 5 ? 0x40 : version >= 4 ? 0x70 : 0x78)
     }
 }
 

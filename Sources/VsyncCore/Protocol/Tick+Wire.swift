@@ -20,7 +20,7 @@ extension Tick {
         put(clientIntervalNs, 48)
         put(skipped, 56)
         put(divisor, 60)
-        put(version >= 5 ? flags.rawValue : flags.subtracting(.variable).rawValue, 64)  // bit 3: protocol 5
+        put(Self.wireFlags(flags, version: version).rawValue, 64)
         put(version >= 4 ? generation : 0, 68)  // reserved before protocol 4
         guard size == Tick.wireSize else { return size }
         put(targetSequence, 72)
@@ -63,5 +63,19 @@ extension Tick {
         }
         tick.timelines = timelines
         return tick
+    }
+}
+
+extension Tick {
+    /// The flags as `version` knows them: bit 3 from protocol 5; bit 4 from protocol 6, a
+    /// model-timed tick being `.predicted` (its timestamp is the model's) before.
+    static func wireFlags(_ flags: TickFlags, version: UInt16) -> TickFlags {
+        var out = flags
+        if version < WireProtocol.variableRefreshSinceVersion { out.remove(.variable) }
+        if version < WireProtocol.modelTimedTicksSinceVersion, out.contains(.modelTimed) {
+            out.remove(.modelTimed)
+            out.insert(.predicted)
+        }
+        return out
     }
 }

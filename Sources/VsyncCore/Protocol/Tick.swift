@@ -14,6 +14,11 @@ public struct TickFlags: OptionSet, Sendable, Hashable {
     /// are the earliest each vblank can come (the last vblank + k × the shortest interval) and
     /// `displayIntervalNs` is the shortest interval.
     public static let variable = TickFlags(rawValue: 8)
+    /// Protocol 6: the display is on and followed, but its vblank interrupt sleeps between
+    /// bursts (sparse sampling, docs/PROTOCOL.md § 7): `timestampNs` is the model's
+    /// prediction of that vblank, `sequence` the count the kernel gives it. Versions 1 to 5
+    /// get `.predicted` instead.
+    public static let modelTimed = TickFlags(rawValue: 16)
 }
 
 /// One upcoming presentation candidate: a vblank at the subscription's rate and its predicted time.

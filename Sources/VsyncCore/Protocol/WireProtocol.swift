@@ -13,7 +13,7 @@ public enum WireProtocol {
     /// (TIMING_PAGE), variable refresh (VRR) in ticks, records and a display event kind, and a
     /// (CLOCK_MONOTONIC, CLOCK_REALTIME) pair in records (docs/PROTOCOL.md § 8 lists what each
     /// version added).
-    public static let currentVersion: UInt16 = 5
+    public static let currentVersion: UInt16 = 6
     public static let minimumVersion: UInt16 = 1
     public static let maxMessageSize = 4096
     public static let headerSize = 8
@@ -46,6 +46,9 @@ extension WireProtocol {
     /// Variable refresh in ticks and records and the `variableRefreshChanged` event; the clock
     /// pair in records.
     public static let variableRefreshSinceVersion: UInt16 = 5
+    /// Model-timed ticks between bursts of sparse vblank sampling (TICK flag `modelTimed`),
+    /// subscriptions that ask for hardware ticks, and the largest phase correction in records.
+    public static let modelTimedTicksSinceVersion: UInt16 = 6
 }
 
 /// What a connection can do, decided once from the version agreed at HELLO and then read by
@@ -62,6 +65,7 @@ public struct ProtocolFeatures: OptionSet, Sendable {
     public static let generations = ProtocolFeatures(rawValue: 1 << 5)
     public static let timingPage = ProtocolFeatures(rawValue: 1 << 6)
     public static let variableRefresh = ProtocolFeatures(rawValue: 1 << 7)
+    public static let modelTimedTicks = ProtocolFeatures(rawValue: 1 << 8)
 
     /// Each feature and the version that brought it (the `*SinceVersion` constants).
     public static let sinceVersion: [(feature: ProtocolFeatures, version: UInt16)] = [
@@ -73,6 +77,7 @@ public struct ProtocolFeatures: OptionSet, Sendable {
         (.generations, WireProtocol.generationsSinceVersion),
         (.timingPage, WireProtocol.timingPageSinceVersion),
         (.variableRefresh, WireProtocol.variableRefreshSinceVersion),
+        (.modelTimedTicks, WireProtocol.modelTimedTicksSinceVersion),
     ]
 
     /// Everything a connection at `version` can do.

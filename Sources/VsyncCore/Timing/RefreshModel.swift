@@ -179,6 +179,17 @@ public struct RefreshModel: Sendable {
         push(sequence, timestampNs)
     }
 
+    /// Moves the fitted grid by `deltaNs`, keeping its period and every sample's weight: the
+    /// display's phase moved while vblank events were off (a driver whose vblank timer restarts
+    /// on each enable) but its clock did not, so the window is still good evidence of the rate.
+    public mutating func reanchor(byNs deltaNs: Int64) {
+        guard count > 0 else { return }
+        let shift = UInt64(bitPattern: deltaNs)
+        for i in 0..<count { timestamps[(head - 1 - i + window) % window] &+= shift }
+        refTs &+= shift
+        runCount = 0
+    }
+
     /// Feeds one vblank.
     @discardableResult
     public mutating func add(sequence: UInt64, timestampNs: UInt64) -> Verdict {
