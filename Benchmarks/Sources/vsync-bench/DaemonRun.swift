@@ -12,6 +12,8 @@ struct DaemonRun {
     var workNs: UInt64 = 0
     /// vsyncd's scheduling (`--sender-sched`), as vsyncd.service sets it.
     var scheduling = SenderScheduling.unitDefault
+    /// vsyncd's `--vblank-sampling`.
+    var vblankSampling = "continuous"
 
     /// A running vsyncd with its clients; `stop()` ends them all.
     struct Session {
@@ -45,7 +47,7 @@ struct DaemonRun {
             "--max-subscriptions-per-user", "\(max(256, count))",
         ]
         let daemon = try ChildProcess.spawn(
-            vsyncd, ["--source", "timer:\(rate)", "--socket", socket] + caps,
+            vsyncd, ["--source", "timer:\(rate)", "--socket", socket, "--vblank-sampling", vblankSampling] + caps,
             stdoutPath: log, stderrPath: log)
         var session = Session(dir: dir, daemon: daemon)
         if let failure = scheduling.apply(to: daemon.pid) {

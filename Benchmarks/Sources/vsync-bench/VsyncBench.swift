@@ -52,6 +52,8 @@ struct VsyncBench: ParsableCommand {
     )
     var senderSched = "rr:1"
     @Flag(help: "Keep the work directory (logs, client reports).") var keep = false
+    @Option(help: "vsyncd's --vblank-sampling: continuous, or sparse (ticks from its model between bursts).")
+    var vblankSampling = "continuous"
     @Flag(
         help:
             "Instead of the matrix: ns per call of libvsync's vsync_display_timing (the timing page read) next to clock_gettime's, --rounds alternating rounds (Benchmarks/page-read.c, built at run time against libvsync.so)."
@@ -103,7 +105,7 @@ struct VsyncBench: ParsableCommand {
         }
         let ours = DaemonRun(
             vsyncd: vsyncd ?? MainPackageBuild.product("vsyncd"), client: clientBinary, workDir: workDir, workNs: workNs,
-            scheduling: scheduling)
+            scheduling: scheduling, vblankSampling: vblankSampling)
         if !referenceOnly || idle {
             for path in [ours.vsyncd, ours.client] where !FileManager.default.isExecutableFile(atPath: path) {
                 throw BenchError("\(path) is not an executable: build it first (swift build -c release) or pass --vsyncd/--client")
