@@ -72,7 +72,8 @@ extension Server {
             d.sampling.relearn()  // no grid to predict: events stay on
             return variableVBlank(d, sequence: sequence, timestampNs: timestampNs)
         }
-        guard judgeSample(d, sequence: sequence, timestampNs: timestampNs) else { return }
+        let sparse = d.sampling.mode == .sparse
+        if sparse { guard judgeSample(d, sequence: sequence, timestampNs: timestampNs) else { return } }
         let previous = d.model.newest
         let followed = d.newestIsCurrent
         let periodRestarts = d.model.periodRestartCount
@@ -108,7 +109,7 @@ extension Server {
         sendTicks(d, sequence: sequence, timestampNs: timestampNs, flags: flags, intervalNs: d.periodNs) {
             d.model.predictedTimestamp(forSequence: $0)
         }
-        sampled(d, timestampNs: timestampNs)
+        if sparse { sampled(d, timestampNs: timestampNs) }
     }
 
     /// One vblank's ticks to the display's subscribers that are due at this sequence, each
@@ -127,18 +128,22 @@ extension Server {
         // ticked again, nor one the pacing timer already ticked.
         let sparse = d.sampling.mode == .sparse
         let modelTimed = sparse && d.isModelTimed
-        for sub in d.subscriptions where !sub.paused {
+        if modelTimed { paced = d.subscriptions.contains { !$0.paused && !$0.pageOnly } }
+        for sub in modelTimed ? [] : d.subscriptions where !sub.paused {
             if sub.pageOnly { continue }
-            if sub.workDurationNs > 0 || modelTimed {
+            if sub.workDurationNs > 0 {
                 paced = true
                 continue
             }
-            if sparse, let last = sub.lastDueSequence, sequence <= last { continue }
             guard RateMapping.isTickDue(sequence: sequence, divisor: sub.divisor) else { continue }
             let divisor = UInt64(sub.divisor)
-            if let last = sub.lastDueSequence, sequence > last {
-                // Due ticks whose vblank never reached us count as skipped too.
-                sub.skipped &+= UInt32(clamping: sequence / divisor - last / divisor - 1)
+            if let last = sub.lastDueSequence {
+                if sequence > last {
+                    // Due ticks whose vblank never reached us count as skipped too.
+                    sub.skipped &+= UInt32(clamping: sequence / divisor - last / divisor - 1)
+                } else if sparse {
+                    continue
+                }
             }
             sub.lastDueSequence = sequence
             // A wake-up with a work duration longer than the frames between may have handed
