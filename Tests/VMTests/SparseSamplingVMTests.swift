@@ -9,8 +9,8 @@ import VsyncCore
 /// (W = 4 ms) follow the display.
 ///
 /// Not yet reliable, so not run by default (Swift Testing reports it skipped, never passed): a
-/// clean-clone run measured the interrupt on 18.8 % of the window, against 2.4-2.8 % in three
-/// runs before. `VSYNCD_SPARSE_VM=1` runs it.
+/// clean-clone run measured the interrupt on 18.8 % of the window and a rerun 7.4 % (bursts every
+/// ~0.3 s, not 2 s), against 2.4-2.8 % in three runs before. `VSYNCD_SPARSE_VM=1` runs it.
 @Suite(.serialized, .enabled(if: ProcessInfo.processInfo.environment["VSYNCD_SPARSE_VM"] == "1"))
 struct SparseSamplingVMTests {
     /// A printk time ("[   28.853113]") in µs, and the rest of the line.
