@@ -63,8 +63,10 @@ enum SeatClient {
         return arguments + ["--"]
     }
 
-    /// Runs `command` as uid/gid with no supplementary groups (or `groups`), bounded to 15 s.
-    static func runAs(uid: UInt32, gid: UInt32, groups: [UInt32] = [], _ command: [String]) throws -> (output: String, pid: Int?) {
+    /// Runs `command` as uid/gid with no supplementary groups (or `groups`), bounded to `seconds`.
+    static func runAs(
+        uid: UInt32, gid: UInt32, groups: [UInt32] = [], seconds: Double = 15, _ command: [String]
+    ) throws -> (output: String, pid: Int?) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
         let groupArguments = groups.isEmpty ? ["--clear-groups"] : ["--groups", groups.map(String.init).joined(separator: ",")]
@@ -73,7 +75,7 @@ enum SeatClient {
         process.standardOutput = pipe
         process.standardError = pipe
         try process.run()
-        let deadline = Date().addingTimeInterval(15)
+        let deadline = Date().addingTimeInterval(seconds)
         while process.isRunning && Date() < deadline { usleep(20_000) }
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()

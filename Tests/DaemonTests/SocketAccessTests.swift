@@ -77,20 +77,7 @@ extension VsyncdTests.BadInput {
                 if t == 0x105:
                     print("tick"); break
             """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        process.arguments = ["--reuid=\(uid)", "--regid=\(gid)", "--clear-groups", "/usr/bin/python3", "-c", script, socket]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
         // Bounded: the script's own socket timeout is 3 s.
-        let deadline = Date().addingTimeInterval(10)
-        while process.isRunning && Date() < deadline { usleep(20_000) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let pid = output.split(separator: "\n").first { $0.hasPrefix("pid ") }.flatMap { Int($0.dropFirst(4)) }
-        return (output, pid)
+        return try SeatClient.runAs(uid: uid, gid: gid, seconds: 10, ["/usr/bin/python3", "-c", script, socket])
     }
 }
