@@ -50,7 +50,8 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
             }
             return "no vsyncd at \(path): start 'vsyncd --socket \(path)' or fix VSYNCD_SOCKET"
         case .permissionDenied(let path):
-            return "permission denied on \(path): this process may not reach vsyncd's socket; a sandbox needs --filesystem=/run/vsyncd, and an older vsyncd lets only group 'video' in"
+            return "permission denied on \(path): this process may not reach vsyncd's socket; "
+                + "a sandbox needs --filesystem=/run/vsyncd, and an older vsyncd lets only group 'video' in"
         case .connectionFailed(let path, let code):
             return "cannot connect to vsyncd at \(path): \(String(cString: vsync_sys_strerror(code))) (errno \(code))"
         case .connectionLost(let path):
@@ -113,7 +114,8 @@ public enum ClientErrorCode: Int32, Sendable, CaseIterable {
     public var message: StaticString {
         switch self {
         case .noDaemon: "no vsyncd is listening: start it with 'systemctl start vsyncd.socket' or check VSYNCD_SOCKET"
-        case .permissionDenied: "permission denied on the vsyncd socket: a sandbox needs --filesystem=/run/vsyncd; an older vsyncd lets only group 'video' in"
+        case .permissionDenied:
+            "permission denied on the vsyncd socket: a sandbox needs --filesystem=/run/vsyncd; an older vsyncd lets only group 'video' in"
         case .connectionFailed: "cannot connect to vsyncd: see the client's last error for the system's reason"
         case .connectionLost: "vsyncd closed the connection: reconnecting; restart vsyncd if this persists"
         case .refused: "vsyncd refused the connection: see the client's last error for its reason"
