@@ -1,0 +1,48 @@
+import Foundation
+import Testing
+import VsyncCore
+
+/// `vsyncd --vblank-sampling sparse`: between bursts a tick's time and sequence come from the
+/// refresh model, not from a kernel event. Here the kernel recorder keeps its own requests
+/// queued, so the CRTC's interrupt stays on and the kernel's record has every vblank: each
+/// model-timed tick is held to the vblank the kernel gave that sequence.
+@Suite(.serialized)
+struct ModelTimedTicksVMTests {
+    /// The bounds a model-timed tick promises (vsyncd(8), Power): within 20 µs of the kernel's
+    /// vblank, 5 µs at p99.
+    static let maxErrorNs: Int64 = 20_000
+    static let p99ErrorNs: Int64 = 5_000
+
+    @Test func modelTimedTicksAreTheKernelsVBlanks() async throws {
+        var script = try VsyncdGuestScript(release: true)
+        script.hostTSC = true
+        try script.recordKernel("k")
+        script.shell("vsyncd_start --vblank-sampling sparse")
+        script.shell("follow f60 --fps 60; wait_ticks f60 5; sleep 15")
+        script.shell("stop f60; stop k; vsyncd_stop; dump")
+        let out = try await script.run(timeout: 300)
+        #expect(out.result.status == 0 && out.errors.isEmpty && out.status("vsyncd") == 0, "\(out)")
+
+        let kernel = KernelRecord(out.all("k"))
+        try #require(kernel.ordered.count > 600, "kernel recorder: \(out.all("k.err"))")
+        let ticks = out.ticks("f60")
+        let modelTimed = ticks.filter { $0.flags.contains("modelTimed") }
+        // Warm after 24 vblanks and a first burst: most of 15 s is between bursts.
+        #expect(modelTimed.count * 2 >= ticks.count, "\(modelTimed.count) of \(ticks.count) ticks model-timed")
+        try #require(modelTimed.count >= 300, "\(modelTimed.count) model-timed ticks of \(ticks.count)")
+
+        // Sequence equal: the kernel gave that sequence, and at the time the model said.
+        let unrecorded = modelTimed.filter { kernel.timestamps[$0.seq] == nil }.map(\.seq)
+        #expect(unrecorded.count <= 2, "model-timed ticks on sequences the kernel record lacks: \(unrecorded.prefix(8))")
+        let errors = modelTimed.compactMap { t in kernel.timestamps[t.seq].map { abs(Int64(bitPattern: t.timestampNs &- $0)) } }.sorted()
+        let p99 = errors[min(errors.count - 1, errors.count * 99 / 100)]
+        let worst = errors.last ?? 0
+        print("model-timed ticks against the kernel's record: \(errors.count) ticks, |error| p50 \(errors[errors.count / 2]) ns, p99 \(p99) ns, max \(worst) ns")
+        #expect(worst <= Self.maxErrorNs, "a model-timed tick \(worst) ns off the kernel's vblank")
+        #expect(p99 <= Self.p99ErrorNs, "model-timed ticks p99 \(p99) ns off the kernel's vblanks")
+        // Every vblank counted: a gap in sequences is what the tick says it skipped.
+        for (a, b) in zip(ticks, ticks.dropFirst()) {
+            #expect(b.seq > a.seq && Int(b.seq - a.seq) - 1 == b.skipped, "f60: \(a.seq) → \(b.seq), skipped \(b.skipped)")
+        }
+    }
+}
