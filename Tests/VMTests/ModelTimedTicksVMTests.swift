@@ -8,8 +8,8 @@ import VsyncCore
 /// model-timed tick is held to the vblank the kernel gave that sequence.
 @Suite(.serialized)
 struct ModelTimedTicksVMTests {
-    /// The bounds a model-timed tick promises (vsyncd(8), Power): within 20 µs of the kernel's
-    /// vblank, 5 µs at p99.
+    /// A model-timed tick within 20 µs of the kernel's vblank (the bound vsyncd(8) states for
+    /// sparse sampling), and within 5 µs at p99.
     static let maxErrorNs: Int64 = 20_000
     static let p99ErrorNs: Int64 = 5_000
 
