@@ -45,4 +45,24 @@ struct ModelTimedTicksVMTests {
             #expect(b.seq > a.seq && Int(b.seq - a.seq) - 1 == b.skipped, "f60: \(a.seq) → \(b.seq), skipped \(b.skipped)")
         }
     }
+
+    /// Interrupt-time stamps (`drm.timestamp_precision_usec=0`: the kernel stamps each vblank when
+    /// its interrupt runs, tens of µs late and jittery under TCG) never make the model confident:
+    /// sparse sampling stays continuous, and every tick is a hardware one.
+    @Test func interruptStampsKeepSamplingContinuous() async throws {
+        var script = try VsyncdGuestScript(release: true)
+        script.hostTSC = true
+        script.append = "drm.timestamp_precision_usec=0"
+        script.shell("vsyncd_start --vblank-sampling sparse")
+        script.shell("follow f60 --fps 60; wait_ticks f60 5; sleep 10")
+        script.shell("stop f60; vsyncd_stop; dump")
+        let out = try await script.run(timeout: 300)
+        #expect(out.result.status == 0 && out.errors.isEmpty && out.status("vsyncd") == 0, "\(out)")
+        let ticks = out.ticks("f60")
+        try #require(ticks.count >= 300, "\(ticks.count) ticks; \(out.all("f60.err"))")
+        let modelTimed = ticks.filter { $0.flags.contains("modelTimed") }
+        print("interrupt stamps, sparse sampling: \(modelTimed.count) of \(ticks.count) ticks model-timed")
+        #expect(modelTimed.isEmpty, "model-timed ticks on interrupt stamps: \(modelTimed.prefix(5).map(\.seq))")
+        #expect(ticks.allSatisfy { $0.flags.contains("hardware") }, "\(Set(ticks.map(\.flags)))")
+    }
 }
