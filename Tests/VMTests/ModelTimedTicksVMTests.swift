@@ -65,4 +65,48 @@ struct ModelTimedTicksVMTests {
         #expect(modelTimed.isEmpty, "model-timed ticks on interrupt stamps: \(modelTimed.prefix(5).map(\.seq))")
         #expect(ticks.allSatisfy { $0.flags.contains("hardware") }, "\(Set(ticks.map(\.flags)))")
     }
+
+    /// vkms restarts its vblank timer relative to now at every enable, so with the interrupt off
+    /// between bursts (`drm.vblankoffdelay=-1`, as i915 and amdgpu behave) each burst finds the
+    /// phase moved. After a burst's hardware vblank, no model-timed tick may land on the old grid:
+    /// each lies on the progression of the last hardware vblank before it, within 20 µs.
+    @Test func afterABurstNoTickLandsOnTheOldGrid() async throws {
+        var script = try VsyncdGuestScript(release: true)
+        script.hostTSC = true
+        script.append = "drm.vblankoffdelay=-1"
+        // fbcon's blinking cursor commits take vblank references of their own.
+        script.shell("echo 0 > /sys/class/graphics/fbcon/cursor_blink")
+        script.shell("vsyncd_start --vblank-sampling sparse")
+        script.shell("follow f60 --fps 60; wait_ticks f60 5; sleep 15")
+        script.shell("stop f60; vsyncd_stop; dump")
+        let out = try await script.run(timeout: 300)
+        #expect(out.result.status == 0 && out.errors.isEmpty && out.status("vsyncd") == 0, "\(out)")
+        let ticks = out.ticks("f60")
+        try #require(ticks.count >= 600, "\(ticks.count) ticks; \(out.all("f60.err"))")
+        var last: FollowTick?
+        var checked = 0, bursts = 0, moved = 0
+        var offGrid: [(seq: UInt64, offNs: Int64)] = []
+        for t in ticks {
+            if t.flags.contains("hardware") {
+                if let h = last, t.seq > h.seq + 1 {
+                    bursts += 1
+                    // Where the previous grid put this vblank: vkms's restarted timer moves it.
+                    let expected = Double(h.timestampNs) + Double(t.seq - h.seq) * Double(t.durationNs)
+                    if abs(Double(t.timestampNs) - expected) > Double(ModelTimedTicksVMTests.maxErrorNs) { moved += 1 }
+                }
+                last = t
+                continue
+            }
+            guard t.flags.contains("modelTimed"), let h = last, t.seq > h.seq else { continue }
+            let expected = Double(h.timestampNs) + Double(t.seq - h.seq) * Double(t.durationNs)
+            let off = Int64(Double(t.timestampNs) - expected)
+            checked += 1
+            if abs(off) > ModelTimedTicksVMTests.maxErrorNs { offGrid.append((t.seq, off)) }
+        }
+        print("vkms's restarted timer, sparse sampling: \(checked) model-timed ticks after \(bursts) bursts (\(moved) of them found the phase moved), \(offGrid.count) off the last hardware vblank's grid")
+        #expect(bursts >= 3, "\(bursts) bursts in 15 s")
+        #expect(moved >= 1, "no burst found the phase moved: the test did not see vkms restart its timer")
+        #expect(checked >= 300, "\(checked) model-timed ticks checked")
+        #expect(offGrid.isEmpty, "model-timed ticks off the last burst's grid: \(offGrid.prefix(5))")
+    }
 }
