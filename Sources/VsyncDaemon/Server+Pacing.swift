@@ -73,6 +73,14 @@ extension Server {
     func wake() {
         let now = monotonicNow()
         for d in displays where d.nextWakeNs.map({ $0 <= now }) ?? false {
+            // Between bursts no event tells of a mode set or of the CRTC going off: the CRTC is
+            // read (one ioctl, no interrupt) before the model ticks on a grid that may be dead.
+            if d.isModelTimed, now &- d.lastRecheckNs >= UInt64(d.model.periodNs / 2) {
+                recheck(d, now: now)
+                guard displays.isListed(d) else { continue }
+                // A new mode starts the model over, and it learns from real vblanks: events on.
+                if d.wantsVBlank != source.isActive(d.key) { updateVBlank(d) }
+            }
             if let latest = latestVBlank(d, now: now) { deliverPaced(d, latest: latest, now: now) }
             startBurstIfDue(d, now: now)
             if d.state == .off, now &- d.lastRecheckNs >= UInt64(d.model.periodNs) {

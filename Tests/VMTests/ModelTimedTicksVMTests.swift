@@ -109,4 +109,48 @@ struct ModelTimedTicksVMTests {
         #expect(checked >= 300, "\(checked) model-timed ticks checked")
         #expect(offGrid.isEmpty, "model-timed ticks off the last burst's grid: \(offGrid.prefix(5))")
     }
+
+    /// Sparse sampling across a mode change (60 → 144 Hz), its undoing and an off/on: one
+    /// generation per display event, the first tick of each judged a mode change's frame, and
+    /// no tick on a dead grid: each tick is the kernel's vblank of its sequence (the recorder
+    /// holds the interrupt on, so its record is the truth), or, in the record's hole after a
+    /// mode set, on the progression that follows it.
+    @Test func displayEventsDuringSparseSamplingLeaveNoTickOnADeadGrid() async throws {
+        var script = try VsyncdGuestScript(release: true)
+        script.hostTSC = true
+        try script.recordKernel("k")
+        script.shell("vsyncd_start --vblank-sampling sparse")
+        script.shell("follow p; wait_ticks p 5; sleep 6")
+        script.shell("hold 144; sleep 5; release; sleep 5; modeset --hold 2 off on; sleep 5")
+        script.shell("stop p; stop k; vsyncd_stop; dump")
+        let out = try await script.run(timeout: 400)
+        #expect(out.result.status == 0 && out.errors.isEmpty && out.status("vsyncd") == 0, "\(out)")
+
+        let kernel = KernelRecord(out.all("k"))
+        try #require(kernel.ordered.count > 1000, "kernel recorder: \(out.all("k.err"))")
+        let truth = VBlankTruth(kernel: kernel, clients: [])
+        let first = try #require(truth.segments.first, "no progression in the kernel record")
+        let ticks = FramePacingVMTests.ticks(out, "p")
+        let warm = ticks.filter { $0.seq <= first.lastSequence && $0.flags.contains("modelTimed") }
+        let after = ticks.filter { $0.seq > (truth.segments.last?.firstSequence ?? .max) + 24 && $0.flags.contains("modelTimed") }
+        print("sparse sampling across a mode change, its undoing and an off/on: \(ticks.count) ticks, \(warm.count) model-timed before the mode set, \(after.count) after the last event, \(truth.segments.count) progressions in the record")
+        #expect(warm.count >= 100, "\(warm.count) model-timed ticks before the mode set: sparse sampling never began")
+        #expect(after.count >= 50, "\(after.count) model-timed ticks after the last event: sparse sampling did not come back")
+
+        var dead: [(seq: UInt64, offNs: Int64)] = []
+        for t in ticks {
+            let expected: Double
+            if let real = kernel.timestamps[t.seq] {
+                expected = Double(real)
+            } else if let next = truth.segments.first(where: { $0.lastSequence >= t.seq }) {
+                expected = Double(next.fit.predictedTimestamp(forSequence: t.seq))
+            } else {
+                continue
+            }
+            let off = Int64(Double(t.timestampNs) - expected)
+            if abs(off) > Self.maxErrorNs { dead.append((t.seq, off)) }
+        }
+        #expect(dead.isEmpty, "ticks off the kernel's vblanks: \(dead.prefix(8)); the record's progressions: \(truth.segments.map { "\($0.firstSequence)…\($0.lastSequence) at \(Int($0.periodNs)) ns" })")
+        try FramePacingVMTests.checkGenerations(out, "p", changeBefore: first.lastSequence)
+    }
 }
