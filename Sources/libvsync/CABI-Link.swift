@@ -54,6 +54,7 @@ public func vsync_link_set_work_duration(_ l: OpaquePointer?, _ ns: UInt64) -> I
             return l.client.fail(.invalidArgument, "vsync_link_set_work_duration: \(ns) ns is over the 1 s maximum")
         }
         core.setWorkDuration(l.id, ns)
+        l.workDurationNs = ns
         return 0
     }
 }

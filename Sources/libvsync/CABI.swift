@@ -49,6 +49,13 @@ final class CLink {
     var displayFn: vsync_display_fn?
     var errorFn: vsync_error_fn?
     let user: UnsafeMutableRawPointer?
+    /// The work duration last set, which moves a frame's due time to its commit point.
+    var workDurationNs: UInt64 = 0
+    /// The late-frame rules' state (the previous frame) and the frames judged, per reason.
+    var jank = FrameJankTracker()
+    var reasonCounts = [UInt64](repeating: 0, count: FrameJankReason.allCases.count)
+    /// The last frame judged, by the library's receipt time: a frame is judged once.
+    var lastJudgedReceivedNs: UInt64 = 0
 
     init(client: CClient, id: UInt32, frameFn: vsync_frame_fn?, user: UnsafeMutableRawPointer?) {
         self.client = client

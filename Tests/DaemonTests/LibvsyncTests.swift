@@ -118,6 +118,15 @@ struct LibvsyncTests {
         #expect(defines["VSYNC_DISPLAY_STATE_ON"] == Int32(DisplayState.on.rawValue))
         #expect(defines["VSYNC_DISPLAY_STATE_OFF"] == Int32(DisplayState.off.rawValue))
         #expect(defines["VSYNC_MAX_DISPLAYS"] == Int32(ServerMessage.maxDisplaysPerList))
+        // enum vsync_frame_reason's "    VSYNC_REASON_X = N," lines are FrameJankReason's raw values.
+        let reasons = text.split(separator: "\n").filter { $0.hasPrefix("    VSYNC_REASON_") }.map { $0.split(separator: " ") }
+        #expect(reasons.map { UInt32($0[2].trimmingCharacters(in: .punctuationCharacters)) } == FrameJankReason.allCases.map(\.rawValue))
+        let snake = { (name: String) in name.map { $0.isUppercase ? "_\($0)" : $0.uppercased() }.joined() }
+        #expect(reasons.map { String($0[0]) } == FrameJankReason.allCases.map { "VSYNC_REASON_" + snake($0.name) })
+        #expect(defines["VSYNC_REASON_COUNT"] == Int32(FrameJankReason.allCases.count))
+        #expect(defines["VSYNC_JANK_PRESENT_THRESHOLD_NS"] == Int32(FrameJankThresholds.frameTimeline.presentNs))
+        #expect(defines["VSYNC_JANK_DEADLINE_THRESHOLD_NS"] == Int32(FrameJankThresholds.frameTimeline.deadlineNs))
+        #expect(defines["VSYNC_JANK_START_THRESHOLD_NS"] == Int32(FrameJankThresholds.frameTimeline.startNs))
     }
 
     /// libvsync compiles the protocol's and the core's own files (symlinks), so there is one
@@ -162,7 +171,7 @@ struct LibvsyncTests {
             return name?.hasPrefix("vsync_") == true ? name : nil
         })
         #expect(declared.count >= 15, "header parse: \(declared)")
-        #expect(exported == declared.union(["VSYNC_1", "VSYNC_1.1"]), "exported \(exported.sorted()) vs declared \(declared.sorted())")
+        #expect(exported == declared.union(["VSYNC_1", "VSYNC_1.1", "VSYNC_1.2"]), "exported \(exported.sorted()) vs declared \(declared.sorted())")
     }
 
     /// The version script lists every export by name (no wildcard), and it lists exactly the

@@ -102,6 +102,37 @@ extern "C" {
  * displays at protocol 1 and 2, 18 at 3, 17 at 4, 15 at 5). */
 #define VSYNC_MAX_DISPLAYS 42
 
+/* Why a frame was late (vsync_link_frame_done), FrameTimeline's reasons, by the rules of the
+ * Swift DisplayLink's FrameMonitor. The values are stable: a new reason takes the next value. */
+enum vsync_frame_reason {
+    VSYNC_REASON_ON_TIME = 0,              /* presented within VSYNC_JANK_PRESENT_THRESHOLD_NS of its target */
+    VSYNC_REASON_APP_DEADLINE_MISSED = 1,  /* the app's work took longer than the time it had */
+    VSYNC_REASON_DAEMON_LATE = 2,          /* vsyncd sent the tick late */
+    VSYNC_REASON_DELIVERY_LATE = 3,        /* sent on time, read late: the app's thread did not run */
+    VSYNC_REASON_PRESENT_SCHEDULING = 4,   /* finished in time, shown a whole number of vsyncs off */
+    VSYNC_REASON_PREDICTION_ERROR = 5,     /* the vblank did not come when the refresh model said */
+    VSYNC_REASON_VARIABLE_REFRESH = 6,     /* variable refresh: the display waited past the earliest vblank */
+    VSYNC_REASON_DISPLAY_OFF = 7,          /* the display was off */
+    VSYNC_REASON_PREDICTED_WHILE_OFF = 8,  /* a predicted frame (VSYNC_FRAME_PREDICTED) while the display was off */
+    VSYNC_REASON_MODE_CHANGE = 9,          /* the display's mode (its generation) changed since the last frame */
+    VSYNC_REASON_UNKNOWN = 10              /* the facts do not say (finished late yet shown early) */
+};
+#define VSYNC_REASON_COUNT 11              /* reasons this header knows */
+
+/* The late-frame rules' thresholds (Android FrameTimeline's defaults). */
+#define VSYNC_JANK_PRESENT_THRESHOLD_NS 2000000 /* a present this close to the target is on time */
+#define VSYNC_JANK_DEADLINE_THRESHOLD_NS 0      /* work ending this long after the target still finished in time */
+#define VSYNC_JANK_START_THRESHOLD_NS 2000000   /* a tick read this long after it was due still came on time */
+
+/* A link's frames judged by vsync_link_frame_done() since the link was created. */
+struct vsync_frame_counts {
+    uint32_t struct_size;         /* set to sizeof(struct vsync_frame_counts) before the call */
+    uint32_t reason_count;        /* entries of by_reason the library knows (VSYNC_REASON_COUNT) */
+    uint64_t frames;              /* frames judged */
+    uint64_t late;                /* of those, the ones not on time */
+    uint64_t by_reason[16];       /* frames per enum vsync_frame_reason (ON_TIME included); room for more */
+};
+
 struct vsync_client;
 struct vsync_link;
 
@@ -308,6 +339,27 @@ int vsync_link_set_page_only(struct vsync_link *link, bool page_only);
 /* Unsubscribes and frees the link, before or after its client's destroy; safe inside its own
  * callback. Frames already read for it are dropped. */
 void vsync_link_destroy(struct vsync_link *link);
+
+/* Ends a frame: the app's work for `frame` (a frame this link's callback got, struct_size as the
+ * library set it) ended at work_end_ns (0: now). Judges it as FrameMonitor does: due when its
+ * vblank came (with a work duration: target_timestamp_ns - W), received at received_ns, shown at
+ * the first vblank at or after the work ended, not before its target. Work ending after
+ * target_timestamp_ns is VSYNC_REASON_APP_DEADLINE_MISSED, unless the tick was read more than
+ * VSYNC_JANK_START_THRESHOLD_NS after it was due (or after the previous frame's work ended) and
+ * the work itself fit: then DELIVERY_LATE (or DAEMON_LATE). Call it once per frame, in order, on
+ * the dispatching thread, from the callback or after it. Returns the enum vsync_frame_reason
+ * (>= 0), or -EINVAL (link or frame NULL, frame->struct_size too small, the frame already
+ * judged). */
+int vsync_link_frame_done(struct vsync_link *link, const struct vsync_frame *frame, uint64_t work_end_ns);
+
+/* The link's counts since it was created: fills *out up to out->struct_size, which the caller
+ * sets (sizeof(struct vsync_frame_counts)), and sets struct_size to what it filled. Subtract two
+ * readings for a window's counts. 0, or -EINVAL (link or out NULL, struct_size too small). */
+int vsync_link_get_frame_counts(struct vsync_link *link, struct vsync_frame_counts *out);
+
+/* A reason's name as vsync-probe follow --json prints it ("appDeadlineMissed"), or NULL for a
+ * value that is no reason. Static. */
+const char *vsync_frame_reason_name(int reason);
 
 /* Display display_id's last vblank and refresh model from vsyncd's timing page, with no syscall
  * (a shared read-only page under a seqlock, docs/PROTOCOL.md section 10), and the first vblank

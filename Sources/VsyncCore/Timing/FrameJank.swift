@@ -4,33 +4,36 @@
 /// unless its tick reached it late; one that finished in time but presented a whole number of
 /// vsyncs off was scheduled off its vblank; any other offset is the model's prediction error.
 /// The display's own state comes first: no frame can be on time on a dark display.
-public enum FrameJankReason: Sendable, Hashable, CaseIterable {
+///
+/// The raw values are libvsync's `enum vsync_frame_reason`, part of its ABI: never renumber a
+/// case; a new one takes the next value.
+public enum FrameJankReason: UInt32, Sendable, Hashable, CaseIterable {
     /// Presented within the present threshold of the predicted vblank.
-    case onTime
+    case onTime = 0
     /// The app's work took longer than the time it had (its tick came on time).
-    case appDeadlineMissed
+    case appDeadlineMissed = 1
     /// The daemon sent the tick late: the daemon's side of delivery.
-    case daemonLate
+    case daemonLate = 2
     /// The tick was sent on time but reached the app late: the machine's scheduler (the app's
     /// reader thread or the link's context did not run).
-    case deliveryLate
+    case deliveryLate = 3
     /// Finished in time, presented a whole number of vsyncs off its target: held for a later
     /// vblank (or shown an earlier one) by whoever presents it.
-    case presentScheduling
+    case presentScheduling = 4
     /// Finished in time, presented off its target by a fraction of a vsync: the vblank did not
     /// come when the display's model said.
-    case predictionError
+    case predictionError = 5
     /// Finished in time, presented later than the earliest vblank under variable refresh: the
     /// display waited, which no grid explains.
-    case variableRefresh
+    case variableRefresh = 6
     /// The display was off: nothing was presented.
-    case displayOff
+    case displayOff = 7
     /// The tick was the model's, sent while the display was off (predict-while-off).
-    case predictedWhileOff
+    case predictedWhileOff = 8
     /// The display's mode changed between the tick and the present.
-    case modeChange
+    case modeChange = 9
     /// The facts do not say (present not known, or finished late yet presented early).
-    case unknown
+    case unknown = 10
 
     /// The reason's name in JSON output and reports: the case's name.
     public var name: String {

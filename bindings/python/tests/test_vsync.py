@@ -6,6 +6,7 @@ import gc
 import itertools
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -125,7 +126,8 @@ def test_ctypes_layouts_match_the_header(tmp_path):
     """The ctypes structs against a C program compiled with the header."""
     source = tmp_path / "layout.c"
     structs = {"vsync_frame": _lib.RawFrame, "vsync_display_event": _lib.RawDisplayEvent,
-               "vsync_display": _lib.RawDisplay, "vsync_frame_timeline": _lib.Timeline}
+               "vsync_display": _lib.RawDisplay, "vsync_frame_timeline": _lib.Timeline,
+               "vsync_frame_counts": _lib.RawFrameCounts}
     lines = ["#include <stddef.h>", "#include <stdio.h>", "#include <vsync/vsync.h>", "int main(void) {"]
     for name, cls in structs.items():
         lines.append(f'printf("{name} %zu\\n", sizeof(struct {name}));')
@@ -140,6 +142,7 @@ def test_ctypes_layouts_match_the_header(tmp_path):
         "VSYNC_DISPLAY_STATE_OFF", "VSYNC_DISPLAY_STATE_ON", "VSYNC_DISPLAY_FLAG_HARDWARE_CLOCK",
         "VSYNC_DISPLAY_FLAG_SYNTHETIC", "VSYNC_DISPLAY_FLAG_PRIMARY", "VSYNC_DISPLAY_FLAG_INTERRUPT_TIMESTAMPS",
         "VSYNC_MAX_DISPLAYS")}
+    constants.update({f"VSYNC_REASON_{r.name}": int(r) for r in vsync.FrameReason})
     lines += [f'printf("{n} %lld\\n", (long long)({n}));' for n in constants]
     source.write_text("\n".join(lines + ["return 0; }"]) + "\n")
     exe = tmp_path / "layout"
@@ -162,3 +165,42 @@ def test_the_example_prints_ticks_at_its_rate(daemon):
     ticks = [line for line in out.stdout.splitlines() if line.startswith("seq ")]
     assert len(ticks) == 5 and all(" divisor 2 " in t for t in ticks), out.stdout
     assert out.stdout.splitlines()[-1] == "5 frames; display 60.000 Hz (max 60 fps)", out.stdout
+
+
+def test_frames_whose_work_overruns_are_app_deadline_missed(daemon):
+    """Every fourth frame's work lasts a period and 2 ms from the tick's receipt, longer than the
+    period it had: exactly those are APP_DEADLINE_MISSED. The others take no time: on time when their
+    tick came in time (right after the last one, read by its target); held back, the app's only
+    after its own overrun. The counts are the verdicts'."""
+    reason = vsync.FrameReason
+    with vsync.Client(daemon) as client:
+        latest = []
+        link = client.link(latest.append)
+        verdicts = []
+        while len(verdicts) < 24:
+            client.dispatch(100)
+            if not latest:
+                continue
+            frame = latest.pop()
+            latest.clear()
+            overran = len(verdicts) % 4 == 1
+            in_time = frame.skipped == 0 and frame.received_ns <= frame.target_timestamp_ns
+            end = frame.received_ns + frame.duration_ns + 2_000_000 if overran else frame.received_ns
+            time.sleep(max(0, end - vsync.now_ns()) / 1e9)
+            verdicts.append((overran, in_time, link.frame_done(frame, end)))
+        for i, (overran, in_time, r) in enumerate(verdicts):
+            # Held back by the app's own overrun just before it, a frame is the app's.
+            after_overrun = {reason.APP_DEADLINE_MISSED} if i > 0 and verdicts[i - 1][0] else set()
+            expected = ({reason.APP_DEADLINE_MISSED} if overran else {reason.ON_TIME} if in_time
+                        else {reason.ON_TIME, reason.DELIVERY_LATE, reason.DAEMON_LATE} | after_overrun)
+            assert r in expected, (i, verdicts)
+        assert sum(1 for o, t, _ in verdicts if not o and t) >= 12, verdicts
+        counts = link.frame_counts()
+        on_time = sum(1 for *_, r in verdicts if r is reason.ON_TIME)
+        assert (counts.frames, counts.late) == (24, 24 - on_time)
+        missed = sum(1 for *_, r in verdicts if r is reason.APP_DEADLINE_MISSED)
+        assert counts.by_reason[reason.APP_DEADLINE_MISSED] == missed and counts.by_reason[reason.ON_TIME] == on_time
+        assert reason.APP_DEADLINE_MISSED.label == "appDeadlineMissed"
+        # A frame is judged once.
+        with pytest.raises(vsync.InvalidArgumentError):
+            link.frame_done(frame)

@@ -39,9 +39,11 @@
 
 pub mod sys;
 mod error;
+mod reason;
 mod types;
 
 pub use error::Error;
+pub use reason::{FrameCounts, FrameReason};
 pub use types::{Display, DisplayEvent, DisplayEventKind, DisplayState, DisplayTiming, Frame, Timeline};
 
 use std::any::Any;

@@ -54,6 +54,24 @@ pub const VSYNC_TIMING_CURRENT: u32 = 0x20000;
 
 pub const VSYNC_MAX_DISPLAYS: usize = 42;
 
+// enum vsync_frame_reason
+pub const VSYNC_REASON_ON_TIME: c_int = 0;
+pub const VSYNC_REASON_APP_DEADLINE_MISSED: c_int = 1;
+pub const VSYNC_REASON_DAEMON_LATE: c_int = 2;
+pub const VSYNC_REASON_DELIVERY_LATE: c_int = 3;
+pub const VSYNC_REASON_PRESENT_SCHEDULING: c_int = 4;
+pub const VSYNC_REASON_PREDICTION_ERROR: c_int = 5;
+pub const VSYNC_REASON_VARIABLE_REFRESH: c_int = 6;
+pub const VSYNC_REASON_DISPLAY_OFF: c_int = 7;
+pub const VSYNC_REASON_PREDICTED_WHILE_OFF: c_int = 8;
+pub const VSYNC_REASON_MODE_CHANGE: c_int = 9;
+pub const VSYNC_REASON_UNKNOWN: c_int = 10;
+pub const VSYNC_REASON_COUNT: usize = 11;
+
+pub const VSYNC_JANK_PRESENT_THRESHOLD_NS: u64 = 2_000_000;
+pub const VSYNC_JANK_DEADLINE_THRESHOLD_NS: u64 = 0;
+pub const VSYNC_JANK_START_THRESHOLD_NS: u64 = 2_000_000;
+
 #[repr(C)]
 pub struct vsync_client {
     _opaque: [u8; 0],
@@ -163,6 +181,16 @@ pub struct vsync_display_timing {
     pub next_ns: u64,
 }
 
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct vsync_frame_counts {
+    pub struct_size: u32,
+    pub reason_count: u32,
+    pub frames: u64,
+    pub late: u64,
+    pub by_reason: [u64; 16],
+}
+
 pub type vsync_frame_fn = Option<unsafe extern "C" fn(*mut vsync_link, *const vsync_frame, *mut c_void)>;
 pub type vsync_display_fn = Option<unsafe extern "C" fn(*mut vsync_link, *const vsync_display_event, *mut c_void)>;
 pub type vsync_error_fn = Option<unsafe extern "C" fn(*mut vsync_link, c_int, *const c_char, *mut c_void)>;
@@ -203,6 +231,9 @@ extern "C" {
         out: *mut vsync_display_timing,
     ) -> c_int;
     pub fn vsync_link_destroy(link: *mut vsync_link);
+    pub fn vsync_link_frame_done(link: *mut vsync_link, frame: *const vsync_frame, work_end_ns: u64) -> c_int;
+    pub fn vsync_link_get_frame_counts(link: *mut vsync_link, out: *mut vsync_frame_counts) -> c_int;
+    pub fn vsync_frame_reason_name(reason: c_int) -> *const c_char;
     pub fn vsync_strerror(code: c_int) -> *const c_char;
     pub fn vsync_now_ns() -> u64;
 }

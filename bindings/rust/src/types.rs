@@ -39,6 +39,8 @@ pub struct Frame {
     pub generation: u32,
     timeline_count: usize,
     timelines: [Timeline; 4],
+    /// The library's frame, for `Link::frame_done`.
+    raw: sys::vsync_frame,
 }
 
 impl Frame {
@@ -62,7 +64,12 @@ impl Frame {
             generation: f.generation,
             timeline_count: (f.timeline_count as usize).min(4),
             timelines,
+            raw: *f,
         }
+    }
+
+    pub(crate) fn raw(&self) -> &sys::vsync_frame {
+        &self.raw
     }
 
     /// The target, then up to three later vblanks at the link's rate.

@@ -46,6 +46,7 @@ const STRUCTS: &[(&str, &[&str])] = &[
             "min_interval_ns", "max_interval_ns", "updated_ns", "next_sequence", "next_ns",
         ],
     ),
+    ("vsync_frame_counts", &["struct_size", "reason_count", "frames", "late", "by_reason"]),
 ];
 
 fn constants() -> Vec<(&'static str, i64)> {
@@ -91,6 +92,21 @@ fn constants() -> Vec<(&'static str, i64)> {
         ("VSYNC_DISPLAY_FLAG_VARIABLE", VSYNC_DISPLAY_FLAG_VARIABLE as i64),
         ("VSYNC_DISPLAY_FLAG_VARIABLE_CAPABLE", VSYNC_DISPLAY_FLAG_VARIABLE_CAPABLE as i64),
         ("VSYNC_MAX_DISPLAYS", VSYNC_MAX_DISPLAYS as i64),
+        ("VSYNC_REASON_ON_TIME", VSYNC_REASON_ON_TIME as i64),
+        ("VSYNC_REASON_APP_DEADLINE_MISSED", VSYNC_REASON_APP_DEADLINE_MISSED as i64),
+        ("VSYNC_REASON_DAEMON_LATE", VSYNC_REASON_DAEMON_LATE as i64),
+        ("VSYNC_REASON_DELIVERY_LATE", VSYNC_REASON_DELIVERY_LATE as i64),
+        ("VSYNC_REASON_PRESENT_SCHEDULING", VSYNC_REASON_PRESENT_SCHEDULING as i64),
+        ("VSYNC_REASON_PREDICTION_ERROR", VSYNC_REASON_PREDICTION_ERROR as i64),
+        ("VSYNC_REASON_VARIABLE_REFRESH", VSYNC_REASON_VARIABLE_REFRESH as i64),
+        ("VSYNC_REASON_DISPLAY_OFF", VSYNC_REASON_DISPLAY_OFF as i64),
+        ("VSYNC_REASON_PREDICTED_WHILE_OFF", VSYNC_REASON_PREDICTED_WHILE_OFF as i64),
+        ("VSYNC_REASON_MODE_CHANGE", VSYNC_REASON_MODE_CHANGE as i64),
+        ("VSYNC_REASON_UNKNOWN", VSYNC_REASON_UNKNOWN as i64),
+        ("VSYNC_REASON_COUNT", VSYNC_REASON_COUNT as i64),
+        ("VSYNC_JANK_PRESENT_THRESHOLD_NS", VSYNC_JANK_PRESENT_THRESHOLD_NS as i64),
+        ("VSYNC_JANK_DEADLINE_THRESHOLD_NS", VSYNC_JANK_DEADLINE_THRESHOLD_NS as i64),
+        ("VSYNC_JANK_START_THRESHOLD_NS", VSYNC_JANK_START_THRESHOLD_NS as i64),
     ]
 }
 
@@ -115,6 +131,7 @@ fn rust_layout() -> HashMap<String, i64> {
     record!(m, vsync_display_timing, struct_size, display_id, generation, flags, last_sequence, last_timestamp_ns,
             anchor_sequence, anchor_ns, period_ns, period_frac, reserved, period, refresh_mhz, min_interval_ns,
             max_interval_ns, updated_ns, next_sequence, next_ns);
+    record!(m, vsync_frame_counts, struct_size, reason_count, frames, late, by_reason);
     for (name, value) in constants() {
         m.insert(name.to_string(), value);
     }

@@ -188,3 +188,54 @@ fn links_dropped_in_any_order_and_from_inside_a_closure() {
     assert_eq!(b_count.get(), b_final, "a dropped link still got frames");
     drop(a);
 }
+
+/// Every fourth frame's work lasts a period and 2 ms from the tick's receipt, longer than the period
+/// it had: exactly those are AppDeadlineMissed. The others take no time: on time when their tick came
+/// in time (right after the last one, read by its target); held back, the app's only after its own
+/// overrun. The counts are the verdicts'.
+#[test]
+fn frames_whose_work_overruns_are_app_deadline_missed() {
+    use vsync::FrameReason::*;
+    let daemon = Daemon::start("reasons");
+    let client = vsync::Client::connect(Some(&daemon.socket)).unwrap();
+    let latest: Cell<Option<vsync::Frame>> = Cell::new(None);
+    let link = client.link(None, |f: &vsync::Frame| latest.set(Some(*f))).unwrap();
+    let mut verdicts = Vec::new();
+    let mut last = None;
+    while verdicts.len() < 24 {
+        client.dispatch(Some(Duration::from_millis(100))).unwrap();
+        let Some(frame) = latest.take() else { continue };
+        let overran = verdicts.len() % 4 == 1;
+        let in_time = frame.skipped == 0 && frame.received_ns <= frame.target_timestamp_ns;
+        let end = if overran { frame.received_ns + frame.duration_ns + 2_000_000 } else { frame.received_ns };
+        std::thread::sleep(Duration::from_nanos(end.saturating_sub(vsync::now_ns())));
+        verdicts.push((overran, in_time, link.frame_done(&frame, end).unwrap()));
+        last = Some(frame);
+    }
+    for (i, &(overran, in_time, reason)) in verdicts.iter().enumerate() {
+        // Held back by the app's own overrun just before it, a frame is the app's.
+        let after_overrun = i > 0 && verdicts[i - 1].0;
+        let expected: &[vsync::FrameReason] = if overran {
+            &[AppDeadlineMissed]
+        } else if in_time {
+            &[OnTime]
+        } else if after_overrun {
+            &[OnTime, DeliveryLate, DaemonLate, AppDeadlineMissed]
+        } else {
+            &[OnTime, DeliveryLate, DaemonLate]
+        };
+        assert!(expected.contains(&reason), "frame {i}: {verdicts:?}");
+    }
+    assert!(verdicts.iter().filter(|v| !v.0 && v.1).count() >= 12, "{verdicts:?}");
+    let counts = link.frame_counts().unwrap();
+    let on_time = verdicts.iter().filter(|v| v.2 == OnTime).count() as u64;
+    assert_eq!((counts.frames, counts.late), (24, 24 - on_time));
+    let missed = verdicts.iter().filter(|v| v.2 == AppDeadlineMissed).count() as u64;
+    assert_eq!((counts.count(AppDeadlineMissed), counts.count(OnTime)), (missed, on_time));
+    assert_eq!(AppDeadlineMissed.name(), "appDeadlineMissed");
+    // A frame is judged once; a frame the library did not fill is no frame.
+    let again = link.frame_done(&last.unwrap(), 0);
+    assert!(matches!(again, Err(vsync::Error::InvalidArgument(_))), "{again:?}");
+    let blank = link.frame_done(&vsync::Frame::default(), 0);
+    assert!(matches!(blank, Err(vsync::Error::InvalidArgument(_))), "{blank:?}");
+}

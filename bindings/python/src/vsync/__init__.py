@@ -25,12 +25,14 @@ from ._errors import (_FATAL, ConnectionLostError, DisplayGoneError, InvalidArgu
                       NoDisplayError, NoTimingPageError, NotOnTimingPageError, PermissionDeniedError, TimedOutError,
                       VsyncError, _error)
 from ._lib import lib
+from ._reasons import FrameCounts, FrameReason
 from ._types import _KINDS, Display, DisplayEvent, DisplayTiming, Frame, _text
 
 __all__ = [
     "Client", "Link", "Frame", "Display", "DisplayEvent", "VsyncError", "NoDaemonError", "PermissionDeniedError",
     "ConnectionLostError", "NoDisplayError", "DisplayGoneError", "InvalidArgumentError", "TimedOutError",
-    "library_version", "now_ns", "DisplayTiming", "NoTimingPageError", "NotOnTimingPageError",
+    "library_version", "now_ns", "DisplayTiming", "NoTimingPageError", "NotOnTimingPageError", "FrameReason",
+    "FrameCounts",
 ]
 
 
@@ -307,6 +309,18 @@ class Link(_Handle):
     @property
     def max_fps(self):
         return self._call(lib().vsync_link_get_max_fps(self._raw))
+
+    def frame_done(self, frame, work_end_ns=0):
+        """Ends frame (one this link's callback got): its work ended at work_end_ns (now_ns()'s
+        clock; 0: now). Returns its FrameReason. Once per frame, in order, on the dispatching thread."""
+        raw = _lib.RawFrame.from_buffer_copy(frame._raw) if frame._raw else _lib.RawFrame()
+        return FrameReason._from(self._call(lib().vsync_link_frame_done(self._raw, ctypes.byref(raw), work_end_ns)))
+
+    def frame_counts(self):
+        """The link's FrameCounts since it was created."""
+        raw = _lib.RawFrameCounts(struct_size=ctypes.sizeof(_lib.RawFrameCounts))
+        self._call(lib().vsync_link_get_frame_counts(self._raw, ctypes.byref(raw)))
+        return FrameCounts(raw.frames, raw.late, {r: raw.by_reason[r] for r in FrameReason})
 
     def _destroy(self, raw):
         lib().vsync_link_destroy(raw)

@@ -69,6 +69,11 @@ class RawDisplayTiming(ctypes.Structure):
     ]
 
 
+class RawFrameCounts(ctypes.Structure):
+    _fields_ = [("struct_size", c_uint32), ("reason_count", c_uint32), ("frames", c_uint64), ("late", c_uint64),
+                ("by_reason", c_uint64 * 16)]
+
+
 FRAME_FN = ctypes.CFUNCTYPE(None, c_void_p, ctypes.POINTER(RawFrame), c_void_p)
 DISPLAY_FN = ctypes.CFUNCTYPE(None, c_void_p, ctypes.POINTER(RawDisplayEvent), c_void_p)
 ERROR_FN = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_char_p, c_void_p)
@@ -93,6 +98,9 @@ _SIGNATURES = {
     "vsync_link_set_page_only": (c_int, [c_void_p, ctypes.c_bool]),
     "vsync_display_timing": (c_int, [c_void_p, c_uint32, c_uint64, ctypes.POINTER(RawDisplayTiming)]),
     "vsync_link_destroy": (None, [c_void_p]),
+    "vsync_link_frame_done": (c_int, [c_void_p, ctypes.POINTER(RawFrame), c_uint64]),
+    "vsync_link_get_frame_counts": (c_int, [c_void_p, ctypes.POINTER(RawFrameCounts)]),
+    "vsync_frame_reason_name": (c_char_p, [c_int]),
     "vsync_strerror": (c_char_p, [c_int]),
     "vsync_now_ns": (c_uint64, []),
 }

@@ -20,6 +20,7 @@ class Frame:
     received_ns: int
     timelines: tuple          # ((sequence, presentation_ns), ...): the target, then later vblanks
     generation: int = 0       # the display's configuration generation: changes with mode, on/off, model reset
+    _raw: bytes = dataclasses.field(default=b"", repr=False, compare=False)  # the library's frame, for frame_done
 
     @property
     def synthetic(self):
@@ -39,7 +40,7 @@ class Frame:
         count = min(f.timeline_count, 4)
         return cls(f.display_id, f.sequence, f.timestamp_ns, f.target_timestamp_ns, f.target_sequence,
                    f.duration_ns, f.interval_ns, f.skipped, f.divisor, f.flags, f.received_ns,
-                   tuple((t.sequence, t.presentation_ns) for t in f.timelines[:count]), f.generation)
+                   tuple((t.sequence, t.presentation_ns) for t in f.timelines[:count]), f.generation, bytes(f))
 
 
 @dataclasses.dataclass(frozen=True)

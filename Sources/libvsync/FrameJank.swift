@@ -1,0 +1,1 @@
+../VsyncCore/Timing/FrameJank.swift

@@ -1,0 +1,1 @@
+../VsyncCore/Timing/FrameJankTracker.swift

@@ -1,0 +1,1 @@
+../VsyncCore/Trace/PerfettoTrace+FrameTimeline.swift

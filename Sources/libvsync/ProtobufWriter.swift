@@ -1,0 +1,1 @@
+../VsyncCore/Trace/ProtobufWriter.swift
