@@ -57,6 +57,9 @@ extension Server {
             case .failed(let token, let failure):
                 guard let d = displays[token: token] else { continue }
                 handleFailure(d, failure)
+            case .requeued(let token):
+                guard let d = displays[token: token], d.state == .on else { continue }
+                requeued(d)
             case .devicesChanged:
                 hotplugged()
             }
