@@ -76,7 +76,8 @@ extension Card {
     /// CRTCs keeps fewer per CRTC.
     public var vblankQueueDepth: Int { min(8, max(2, 120 / max(crtcIDs.count, 1))) }
 
-    public func fillVBlankQueue(crtcID: UInt32, token: UInt32) throws(DRMError) {
+    @discardableResult
+    public func fillVBlankQueue(crtcID: UInt32, token: UInt32) throws(DRMError) -> Bool {
         try fillVBlankQueue(pipe: pipe(of: crtcID), token: token)
     }
 
@@ -87,13 +88,18 @@ extension Card {
     /// queue ran dry (the CRTC went off: the kernel flushed every request), aims at the next
     /// vblank. Throws only when no request is in flight: a full event buffer merely stops the
     /// filling. `depthLimit`: fewer in flight than `vblankQueueDepth`, never fewer than one.
-    public func fillVBlankQueue(pipe: Int, token: UInt32, depthLimit: Int? = nil) throws(DRMError) {
+    /// Returns true when the queue was empty and this call queued its first request: the
+    /// kernel held no vblank reference for this reader in between, so it may have turned the
+    /// CRTC's interrupt off and on again.
+    @discardableResult
+    public func fillVBlankQueue(pipe: Int, token: UInt32, depthLimit: Int? = nil) throws(DRMError) -> Bool {
         guard pipe >= 0, pipe < crtcVBlanks.count else { throw unknownPipe(pipe) }
         let crtc = crtcVBlanks[pipe]
         let depth = max(1, min(vblankQueueDepth, depthLimit ?? vblankQueueDepth))
+        let wasEmpty = crtc.inFlight.load(ordering: .relaxed) == 0
         while true {
             let inFlight = crtc.inFlight.load(ordering: .relaxed)
-            guard inFlight < depth else { return }
+            guard inFlight < depth else { return wasEmpty }
             do throws(DRMError) {
                 let queued = try queueVBlank(
                     crtcID: crtcIDs[pipe], pipe: pipe, token: token,
@@ -101,7 +107,7 @@ extension Card {
                 crtc.inFlight.add(1, ordering: .relaxed)
                 crtc.nextSequence.store(queued &+ 1, ordering: .relaxed)
             } catch {
-                if inFlight > 0 { return }
+                if inFlight > 0 { return wasEmpty }
                 throw error
             }
         }

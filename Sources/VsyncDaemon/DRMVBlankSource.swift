@@ -204,10 +204,11 @@ final class DRMVBlankSource: VBlankSource {
         return (open, pipe)
     }
 
-    /// Tops up the CRTC's requests in flight (the card counts them).
-    private func queue(_ open: OpenCard, pipe: Int, token: UInt32) throws(VBlankFailure) {
+    /// Tops up the CRTC's requests in flight (the card counts them); true if none was left.
+    @discardableResult
+    private func queue(_ open: OpenCard, pipe: Int, token: UInt32) throws(VBlankFailure) -> Bool {
         do throws(DRMError) {
-            try open.card.fillVBlankQueue(pipe: pipe, token: token, depthLimit: open.depthLimits[pipe])
+            return try open.card.fillVBlankQueue(pipe: pipe, token: token, depthLimit: open.depthLimits[pipe])
         } catch {
             if error.kind == .deviceGone { drop(open.path, reason: error.description) }
             throw failure(error)
@@ -282,7 +283,7 @@ final class DRMVBlankSource: VBlankSource {
         for (open, pipe) in toRequeue {
             guard let token = open.tokens[pipe] else { continue }
             do throws(VBlankFailure) {
-                try queue(open, pipe: pipe, token: token)
+                if try queue(open, pipe: pipe, token: token) { out.append(.requeued(token: token)) }
             } catch {
                 open.tokens[pipe] = nil
                 out.append(.failed(token: token, error))

@@ -26,7 +26,8 @@ extension Display {
 extension Server {
     /// Before the model takes a vblank: a burst's first one after the enable is dropped (false:
     /// neither fed nor ticked); its next moves the grid onto itself if the phase moved while
-    /// events slept (some drivers restart their vblank timer on enable), so nothing is ticked
+    /// events slept (some drivers restart their vblank timer on enable), as does the first while
+    /// learning after the requests ran out (`requeued`), so nothing is ticked
     /// or predicted on the old grid from it on. Not a model restart: no generation.
     func judgeSample(_ d: Display, sequence: UInt64, timestampNs: UInt64) -> Bool {
         guard d.sampling.mode == .sparse, d.model.sampleCount > 0 else { return true }
@@ -38,7 +39,7 @@ extension Server {
             return false
         case .reanchor(let delta):
             d.model.reanchor(byNs: delta)
-            logger.debug("display \(d.id): phase moved \(delta) ns while vblank events slept; re-anchored")
+            logger.debug("display \(d.id): phase moved \(delta) ns while the vblank interrupt was off; re-anchored")
         case .feed:
             if !wasContinuous, d.sampling.state == .continuous {
                 let off = Int64(bitPattern: timestampNs &- predicted)
@@ -63,11 +64,32 @@ extension Server {
         }
         source.limitQueue(d.key, to: d.sampling.queueDepth)  // before this read's re-arm
         guard stop else { return }
+        modelTakesOver(d)
+        updateVBlank(d)
+    }
+
+    /// The pacing timer ticks the subscriptions from the model, from the last vblank each was due.
+    private func modelTakesOver(_ d: Display) {
         for sub in d.subscriptions where sub.workDurationNs == 0 {
             sub.pacer = FramePacer()
             if let last = sub.lastDueSequence { sub.pacer.handedOut(last) }
         }
-        updateVBlank(d)
+    }
+
+    /// The display's vblank requests ran out while wanted and were queued afresh (a late read):
+    /// its phase may have moved with the interrupt's restart. Learning, the next vblank is
+    /// checked; in a burst, the burst starts over with its whole queue, and the model ticks
+    /// until its judged vblank, as at any burst's start.
+    func requeued(_ d: Display) {
+        guard d.sampling.mode == .sparse, d.model.sampleCount > 0 else { return }
+        logger.debug("display \(d.id): vblank requests ran out before they were read; checking the phase again")
+        guard d.sampling.requeued() else { return }
+        source.limitQueue(d.key, to: d.sampling.queueDepth)
+        do throws(VBlankFailure) { try source.setActive(d.key, true, token: d.token) } catch {
+            return handleFailure(d, error)
+        }
+        modelTakesOver(d)
+        updatePacing(d)
     }
 
     /// A burst now, if events sleep: a new subscriber or a display event checks the model

@@ -57,6 +57,9 @@ extension Server {
             case .failed(let token, let failure):
                 guard let d = displays[token: token] else { continue }
                 handleFailure(d, failure)
+            case .requeued(let token):
+                guard let d = displays[token: token], d.state == .on else { continue }
+                requeued(d)
             case .devicesChanged:
                 hotplugged()
             }
@@ -147,8 +150,13 @@ extension Server {
             }
             sub.lastDueSequence = sequence
             // A wake-up with a work duration longer than the frames between may have handed
-            // this frame out already (the work duration was just set to 0).
-            guard sub.pacer.isNew(sequence &+ divisor) else { continue }
+            // this frame out already (the work duration was just set to 0). Sparse sampling: a
+            // model-timed tick of this frame would have made it the last due (skipped above), so
+            // the pacing timer passed it over (its wake came too late) and nobody got it.
+            guard sub.pacer.isNew(sequence &+ divisor) else {
+                if sparse { sub.skipped &+= 1 }
+                continue
+            }
             sub.pacer.handedOut(sequence &+ divisor)
             if sub.divisor != predictedDivisor {
                 predictedDivisor = sub.divisor

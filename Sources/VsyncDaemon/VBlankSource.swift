@@ -50,6 +50,10 @@ enum VBlankFailure: Error, Equatable, Sendable {
 enum SourceEvent: Sendable {
     case vblank(token: UInt32, sequence: UInt64, timestampNs: UInt64)
     case failed(token: UInt32, VBlankFailure)
+    /// The display's requests ran out while its events were wanted (the reader came late) and
+    /// the re-arm queued afresh: the kernel may have turned the vblank interrupt off and on, and
+    /// a driver whose vblank timer restarts on enable (vkms, virtio-gpu) then has a new phase.
+    case requeued(token: UInt32)
     /// Cards may have come or gone (/dev/dri changed): rescan.
     case devicesChanged
 }
@@ -80,7 +84,8 @@ protocol VBlankSource: AnyObject {
     func readEvents(from fd: Int32, into events: inout [SourceEvent])
     /// Re-arms what the last `readEvents` consumed: the next vblank of each display that just had
     /// one (DRM), or the timer. The server calls it once that read's ticks are sent, so the
-    /// re-arm's syscalls are not on the path from vblank to client. Failures are appended.
+    /// re-arm's syscalls are not on the path from vblank to client. Failures are appended, and
+    /// `.requeued` for a display whose queue had run dry.
     func rearm(into events: inout [SourceEvent])
     /// Reads the display's `VRR_ENABLED` now (one property read, no re-read of the mode); nil
     /// when the source has no such property. The server polls it while someone follows.

@@ -43,6 +43,14 @@ private struct FakeScriptedCRTC {
         return sampling.fed(at: ts, reading: reading)
     }
 
+    /// The requests ran out before the daemon read them and were queued afresh; the driver's
+    /// vblank timer restarted `movedNs` off its old grid. Whether the queue must be topped up.
+    @discardableResult
+    mutating func requeue(phaseMovedByNs movedNs: Double) -> Bool {
+        phaseNs += movedNs
+        return sampling.requeued()
+    }
+
     /// Feeds these vblanks; whether events should stop after each.
     mutating func feed(_ sequences: [UInt64]) -> [Bool] { sequences.map { vblank($0) } }
 
@@ -209,5 +217,95 @@ struct VBlankSamplingTests {
         s += 10
         let after = crtc.runUntilAsleep(from: s)
         #expect(Int(after - s) == VBlankSampling.confidentSamples)
+    }
+
+    @Test("learning, the requests ran out and the timer restarted 6.3 ms off: re-anchored, confident on schedule")
+    func requeuedWhileLearning() {
+        var crtc = FakeScriptedCRTC()
+        let half = UInt64(VBlankSampling.confidentSamples / 2)
+        #expect(crtc.feed(Array(base..<base + half)).allSatisfy { !$0 })
+        let topUp = crtc.requeue(phaseMovedByNs: 6_300_000)
+        #expect(topUp == false && crtc.sampling.rephasePending)
+        // Two vblanks went by unread while the interrupt was off.
+        let after = crtc.runUntilAsleep(from: base + half + 2)
+        #expect(Int(after - (base + half + 2)) == VBlankSampling.confidentSamples - Int(half))
+        #expect(crtc.sampling.correctionCount == 1 && !crtc.sampling.rephasePending)
+        #expect(crtc.model.jitterNs < 1 && crtc.model.outlierCount == 0 && crtc.model.restartCount == 0)
+        for k in 0..<8 { #expect(abs(crtc.predictionError(after + UInt64(k))) <= 2) }
+    }
+
+    @Test("learning, the same phase move unannounced: the model is not confident on schedule (what the re-queue spares)")
+    func unannouncedMoveWhileLearning() {
+        var crtc = FakeScriptedCRTC()
+        let half = UInt64(VBlankSampling.confidentSamples / 2)
+        _ = crtc.feed(Array(base..<base + half))
+        crtc.phaseNs += 2_300_000  // within the outlier bound: taken into the fit as jitter
+        let stops = crtc.feed(Array(base + half + 2..<base + half + 2 + UInt64(VBlankSampling.confidentSamples)))
+        #expect(stops.allSatisfy { !$0 })
+        #expect(crtc.sampling.state == .continuous && crtc.model.jitterNs > VBlankSampling.confidentJitterNs)
+    }
+
+    @Test("learning, a re-queue whose next vblank is on the grid: nothing moves")
+    func requeuedOnGrid() {
+        var crtc = FakeScriptedCRTC()
+        _ = crtc.feed(Array(base..<base + 10))
+        crtc.requeue(phaseMovedByNs: 0)
+        _ = crtc.feed([base + 11])
+        #expect(crtc.sampling.correctionCount == 0 && !crtc.sampling.rephasePending)
+    }
+
+    @Test("learning, the next vblank over half a period off after a re-queue: not a phase move, left to the model")
+    func requeuedFarOff() {
+        var crtc = FakeScriptedCRTC()
+        _ = crtc.feed(Array(base..<base + 10))
+        crtc.requeue(phaseMovedByNs: 0)
+        // The counter jumped (a resume): a second's worth of time on the same sequence.
+        crtc.phaseNs = 1e9
+        _ = crtc.feed([base + 11])
+        #expect(crtc.sampling.correctionCount == 0 && crtc.model.restartCount == 1)
+    }
+
+    @Test("in a burst, the requests ran out and were re-queued (the timer restarted again): the burst starts over, no fallback")
+    func requeuedInBurst() {
+        var crtc = FakeScriptedCRTC()
+        var s = crtc.runUntilAsleep(from: base)
+        let started = crtc.sampling.startBurstIfDue(nowNs: crtc.sampling.nextBurstNs!)
+        #expect(started)
+        s += 120
+        crtc.phaseNs = 5_300_000
+        let first = crtc.feed([s, s + 1])  // dropped, then judged: re-anchored
+        #expect(first == [false, false] && crtc.sampling.correctionCount == 1)
+        // One late timer fire served the burst's last request with the judged one: the queue ran dry.
+        let topUp = crtc.requeue(phaseMovedByNs: -7_100_000)
+        #expect(topUp && crtc.sampling.queueDepth == VBlankSampling.burstLength + VBlankSampling.settlingVBlanks)
+        #expect(crtc.sampling.isSettling && crtc.sampling.isModelTimed == false)
+        s += 4
+        let again = crtc.feed([s, s + 1, s + 2])
+        #expect(again == [false, false, true])
+        #expect(crtc.sampling.correctionCount == 2 && crtc.model.restartCount == 0 && crtc.model.outlierCount == 0)
+        for k in 0..<8 { #expect(abs(crtc.predictionError(s + 2 + UInt64(k))) <= 2) }
+    }
+
+    @Test("a burst started over after a re-queue still falls back when its last vblank leaves the re-anchored grid")
+    func requeuedBurstStillJudged() {
+        var crtc = FakeScriptedCRTC()
+        var s = crtc.runUntilAsleep(from: base)
+        let started = crtc.sampling.startBurstIfDue(nowNs: crtc.sampling.nextBurstNs!)
+        #expect(started)
+        s += 120
+        _ = crtc.feed([s])
+        crtc.requeue(phaseMovedByNs: 3_000_000)
+        _ = crtc.feed([s + 3, s + 4])
+        crtc.phaseNs += 40_000  // the rate is not the model's
+        let last = crtc.feed([s + 5])
+        #expect(last == [false] && crtc.sampling.state == .continuous)
+    }
+
+    @Test("continuous sampling ignores re-queues")
+    func requeuedContinuousMode() {
+        var crtc = FakeScriptedCRTC(mode: .continuous)
+        _ = crtc.feed(Array(base..<base + 10))
+        let topUp = crtc.requeue(phaseMovedByNs: 4_000_000)
+        #expect(topUp == false && !crtc.sampling.rephasePending)
     }
 }

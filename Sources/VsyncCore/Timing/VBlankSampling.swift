@@ -25,6 +25,15 @@
 /// does not sends the display back to continuous sampling until the model is confident again.
 /// Until the burst's judged vblank, ticks stay model-timed.
 ///
+/// The interrupt can also go off and on while events are wanted: a reader descheduled for
+/// longer than its queue of requests lasts (a busy machine, a guest on a loaded host) leaves the
+/// kernel no reference, and it turns the interrupt off. On vkms the phase then moves just as it
+/// does between bursts, so the daemon reports the re-queue (`requeued`): while learning, the next
+/// vblank re-anchors the grid instead of spreading the model's residuals (which kept the model
+/// from being confident for seconds); in a burst, the burst starts over instead of failing. The
+/// timestamps alone still decide: a vblank off the re-anchored grid sends the display back to
+/// continuous sampling, however late it was read.
+///
 /// Pure: the daemon feeds it vblanks, the model's readings and the clock.
 public struct VBlankSampling: Sendable, Equatable {
     public enum Mode: String, Sendable, CaseIterable {
@@ -97,6 +106,9 @@ public struct VBlankSampling: Sendable, Equatable {
     public private(set) var largestCorrectionNs: UInt64 = 0
     /// Corrections over the bound, in total (each re-anchored the grid).
     public private(set) var correctionCount: UInt64 = 0
+    /// While learning: the vblank requests ran out and were queued afresh (`requeued`), so the
+    /// next vblank is judged for a moved phase before it is fed.
+    public private(set) var rephasePending = false
 
     public init(mode: Mode) { self.mode = mode }
 
@@ -118,6 +130,7 @@ public struct VBlankSampling: Sendable, Equatable {
     /// Judges a real vblank against the model's prediction for its sequence (nil: no model
     /// yet) before it is fed. Only a burst's first vblank may move the grid.
     public mutating func judge(timestampNs: UInt64, predictedNs: UInt64?) -> Decision {
+        if state == .continuous { return rephase(timestampNs: timestampNs, predictedNs: predictedNs) }
         guard case .burst(let remaining, let judged, let settling) = state, let predictedNs else { return .feed }
         if settling > 0 {
             state = .burst(remaining: remaining, judged: judged, settling: settling - 1)
@@ -136,6 +149,43 @@ public struct VBlankSampling: Sendable, Equatable {
         // says (or the mode changed). Learn again without a break.
         if size > UInt64(Self.boundNs) { relearn() }
         return .feed
+    }
+
+    /// The first vblank after a re-queue while learning: off the grid by more than the bound
+    /// but by less than half a period (a restarted timer's new phase; the count rounds to the
+    /// nearest vblank), the grid moves onto it. More is not a phase move: the model judges it.
+    private mutating func rephase(timestampNs: UInt64, predictedNs: UInt64?) -> Decision {
+        guard rephasePending, let predictedNs, predictedNs > 0 else { return .feed }
+        rephasePending = false
+        let error = Int64(bitPattern: timestampNs &- predictedNs)
+        guard error.magnitude > UInt64(Self.boundNs), error.magnitude < Self.halfPeriodLimitNs else { return .feed }
+        correctionCount &+= 1
+        return .reanchor(error)
+    }
+
+    /// Half of the longest period there is (24 Hz): the most a restarted timer can move a phase.
+    static let halfPeriodLimitNs: UInt64 = 20_900_000
+
+    /// The display's vblank requests ran out while its events were on and were queued afresh
+    /// (the daemon read late: a busy machine, a descheduled guest). The kernel may have turned
+    /// the interrupt off and on in between, and a driver whose vblank timer restarts on enable
+    /// (vkms, virtio-gpu) then stamps on a new phase. That is the reader's lateness, not the
+    /// display's: it must neither spread the model's residuals (learning would never end) nor
+    /// fail a burst. Learning: the next vblank is judged and re-anchors the grid if it moved. In
+    /// a burst: the burst starts over, all its vblanks queued at once. Returns true when the
+    /// queue must be topped up to `queueDepth` now.
+    public mutating func requeued() -> Bool {
+        guard mode == .sparse else { return false }
+        switch state {
+        case .continuous:
+            rephasePending = true
+            return false
+        case .burst:
+            state = .burst(remaining: Self.burstLength, judged: false, settling: Self.settlingVBlanks)
+            return true
+        case .asleep:
+            return false  // no request is queued while asleep
+        }
     }
 
     /// The vblank was fed; `reading` is the model after it. Returns true when vblank events
