@@ -110,7 +110,7 @@ struct ModelTimedTicksVMTests {
         #expect(offGrid.isEmpty, "model-timed ticks off the last burst's grid: \(offGrid.prefix(5))")
     }
 
-    /// Sparse sampling across a mode change (60 → 144 Hz), its undoing and an off/on: one
+    /// Sparse sampling across a mode change (60 → 144 Hz) and an off/on (lit at 60 Hz): one
     /// generation per display event, the first tick of each judged a mode change's frame, and
     /// no tick on a dead grid: each tick is the kernel's vblank of its sequence (the recorder
     /// holds the interrupt on, so its record is the truth), or, in the record's hole after a
@@ -133,7 +133,7 @@ struct ModelTimedTicksVMTests {
         let ticks = FramePacingVMTests.ticks(out, "p")
         let warm = ticks.filter { $0.seq <= first.lastSequence && $0.flags.contains("modelTimed") }
         let after = ticks.filter { $0.seq > (truth.segments.last?.firstSequence ?? .max) + 24 && $0.flags.contains("modelTimed") }
-        print("sparse sampling across a mode change, its undoing and an off/on: \(ticks.count) ticks, \(warm.count) model-timed before the mode set, \(after.count) after the last event, \(truth.segments.count) progressions in the record")
+        print("sparse sampling across a mode change and an off/on: \(ticks.count) ticks, \(warm.count) model-timed before the mode set, \(after.count) after the last event, \(truth.segments.count) progressions in the record")
         #expect(warm.count >= 100, "\(warm.count) model-timed ticks before the mode set: sparse sampling never began")
         #expect(after.count >= 50, "\(after.count) model-timed ticks after the last event: sparse sampling did not come back")
 
