@@ -14,8 +14,7 @@ struct ModelTimedTicksVMTests {
     static let p99ErrorNs: Int64 = 5_000
 
     @Test func modelTimedTicksAreTheKernelsVBlanks() async throws {
-        var script = try VsyncdGuestScript(release: true)
-        script.hostTSC = true
+        var script = try FramePacingVMTests.script()
         try script.recordKernel("k")
         script.shell("vsyncd_start --vblank-sampling sparse")
         script.shell("follow f60 --fps 60; wait_ticks f60 5; sleep 15")
@@ -34,12 +33,12 @@ struct ModelTimedTicksVMTests {
         // Sequence equal: the kernel gave that sequence, and at the time the model said.
         let unrecorded = modelTimed.filter { kernel.timestamps[$0.seq] == nil }.map(\.seq)
         #expect(unrecorded.count <= 2, "model-timed ticks on sequences the kernel record lacks: \(unrecorded.prefix(8))")
-        let errors = modelTimed.compactMap { t in kernel.timestamps[t.seq].map { abs(Int64(bitPattern: t.timestampNs &- $0)) } }.sorted()
-        let p99 = errors[min(errors.count - 1, errors.count * 99 / 100)]
-        let worst = errors.last ?? 0
-        print("model-timed ticks against the kernel's record: \(errors.count) ticks, |error| p50 \(errors[errors.count / 2]) ns, p99 \(p99) ns, max \(worst) ns")
-        #expect(worst <= Self.maxErrorNs, "a model-timed tick \(worst) ns off the kernel's vblank")
-        #expect(p99 <= Self.p99ErrorNs, "model-timed ticks p99 \(p99) ns off the kernel's vblanks")
+        let errors = modelTimed.compactMap { t in kernel.timestamps[t.seq].map { Double(abs(Int64(bitPattern: t.timestampNs &- $0))) } }
+        let p50 = FramePacingVMTests.percentile(errors, 0.5), p99 = FramePacingVMTests.percentile(errors, 0.99)
+        let worst = errors.max() ?? 0
+        print("model-timed ticks against the kernel's record: \(errors.count) ticks, |error| p50 \(Int(p50)) ns, p99 \(Int(p99)) ns, max \(Int(worst)) ns")
+        #expect(worst <= Double(Self.maxErrorNs), "a model-timed tick \(worst) ns off the kernel's vblank")
+        #expect(p99 <= Double(Self.p99ErrorNs), "model-timed ticks p99 \(p99) ns off the kernel's vblanks")
         // Every vblank counted: a gap in sequences is what the tick says it skipped.
         for (a, b) in zip(ticks, ticks.dropFirst()) {
             #expect(b.seq > a.seq && Int(b.seq - a.seq) - 1 == b.skipped, "f60: \(a.seq) → \(b.seq), skipped \(b.skipped)")
@@ -50,8 +49,7 @@ struct ModelTimedTicksVMTests {
     /// its interrupt runs, tens of µs late and jittery under TCG) never make the model confident:
     /// sparse sampling stays continuous, and every tick is a hardware one.
     @Test func interruptStampsKeepSamplingContinuous() async throws {
-        var script = try VsyncdGuestScript(release: true)
-        script.hostTSC = true
+        var script = try FramePacingVMTests.script()
         script.append = "drm.timestamp_precision_usec=0"
         script.shell("vsyncd_start --vblank-sampling sparse")
         script.shell("follow f60 --fps 60; wait_ticks f60 5; sleep 10")
@@ -66,13 +64,17 @@ struct ModelTimedTicksVMTests {
         #expect(ticks.allSatisfy { $0.flags.contains("hardware") }, "\(Set(ticks.map(\.flags)))")
     }
 
+    /// How far `t` lies from the progression through hardware vblank `h` (ns).
+    static func offGrid(_ t: FollowTick, from h: FollowTick) -> Int64 {
+        Int64(Double(t.timestampNs) - (Double(h.timestampNs) + Double(t.seq - h.seq) * Double(t.durationNs)))
+    }
+
     /// vkms restarts its vblank timer relative to now at every enable, so with the interrupt off
     /// between bursts (`drm.vblankoffdelay=-1`, as i915 and amdgpu behave) each burst finds the
     /// phase moved. After a burst's hardware vblank, no model-timed tick may land on the old grid:
     /// each lies on the progression of the last hardware vblank before it, within 20 µs.
     @Test func afterABurstNoTickLandsOnTheOldGrid() async throws {
-        var script = try VsyncdGuestScript(release: true)
-        script.hostTSC = true
+        var script = try FramePacingVMTests.script()
         script.append = "drm.vblankoffdelay=-1"
         // fbcon's blinking cursor commits take vblank references of their own.
         script.shell("echo 0 > /sys/class/graphics/fbcon/cursor_blink")
@@ -85,29 +87,27 @@ struct ModelTimedTicksVMTests {
         try #require(ticks.count >= 600, "\(ticks.count) ticks; \(out.all("f60.err"))")
         var last: FollowTick?
         var checked = 0, bursts = 0, moved = 0
-        var offGrid: [(seq: UInt64, offNs: Int64)] = []
+        var offTheGrid: [(seq: UInt64, offNs: Int64)] = []
         for t in ticks {
             if t.flags.contains("hardware") {
                 if let h = last, t.seq > h.seq + 1 {
                     bursts += 1
                     // Where the previous grid put this vblank: vkms's restarted timer moves it.
-                    let expected = Double(h.timestampNs) + Double(t.seq - h.seq) * Double(t.durationNs)
-                    if abs(Double(t.timestampNs) - expected) > Double(ModelTimedTicksVMTests.maxErrorNs) { moved += 1 }
+                    if abs(Self.offGrid(t, from: h)) > Self.maxErrorNs { moved += 1 }
                 }
                 last = t
                 continue
             }
             guard t.flags.contains("modelTimed"), let h = last, t.seq > h.seq else { continue }
-            let expected = Double(h.timestampNs) + Double(t.seq - h.seq) * Double(t.durationNs)
-            let off = Int64(Double(t.timestampNs) - expected)
+            let off = Self.offGrid(t, from: h)
             checked += 1
-            if abs(off) > ModelTimedTicksVMTests.maxErrorNs { offGrid.append((t.seq, off)) }
+            if abs(off) > Self.maxErrorNs { offTheGrid.append((t.seq, off)) }
         }
-        print("vkms's restarted timer, sparse sampling: \(checked) model-timed ticks after \(bursts) bursts (\(moved) of them found the phase moved), \(offGrid.count) off the last hardware vblank's grid")
+        print("vkms's restarted timer, sparse sampling: \(checked) model-timed ticks after \(bursts) bursts (\(moved) of them found the phase moved), \(offTheGrid.count) off the last hardware vblank's grid")
         #expect(bursts >= 3, "\(bursts) bursts in 15 s")
         #expect(moved >= 1, "no burst found the phase moved: the test did not see vkms restart its timer")
         #expect(checked >= 300, "\(checked) model-timed ticks checked")
-        #expect(offGrid.isEmpty, "model-timed ticks off the last burst's grid: \(offGrid.prefix(5))")
+        #expect(offTheGrid.isEmpty, "model-timed ticks off the last burst's grid: \(offTheGrid.prefix(5))")
     }
 
     /// Sparse sampling across a mode change (60 → 144 Hz) and an off/on (lit at 60 Hz): one
@@ -116,8 +116,7 @@ struct ModelTimedTicksVMTests {
     /// holds the interrupt on, so its record is the truth), or, in the record's hole after a
     /// mode set, on the progression that follows it.
     @Test func displayEventsDuringSparseSamplingLeaveNoTickOnADeadGrid() async throws {
-        var script = try VsyncdGuestScript(release: true)
-        script.hostTSC = true
+        var script = try FramePacingVMTests.script()
         try script.recordKernel("k")
         script.shell("vsyncd_start --vblank-sampling sparse")
         script.shell("follow p; wait_ticks p 5; sleep 6")
