@@ -74,7 +74,8 @@ extension Server {
         let now = monotonicNow()
         for d in displays where d.nextWakeNs.map({ $0 <= now }) ?? false {
             // Between bursts no event tells of a mode set or of the CRTC going off: the CRTC is
-            // read (one ioctl, no interrupt) before the model ticks on a grid that may be dead.
+            // read (its mode, and VRR_ENABLED where the connector has it; no interrupt) before the
+            // model ticks on a grid that may be dead.
             if d.isModelTimed, now &- d.lastRecheckNs >= UInt64(d.model.periodNs / 2) {
                 recheck(d, now: now)
                 guard displays.isListed(d) else { continue }
