@@ -28,6 +28,9 @@ final class Display {
     var fruitlessRechecks = 0
     /// The last interval deviated from the model: re-read the CRTC once the ticks are out.
     var recheckPending = false
+    /// A mode change was read while the old mode's vblanks may still come: they are held back
+    /// (neither ticked nor learned) until one leaves the old grid.
+    var modeSetTail: ModeSetTail?
     /// The kernel refused vblank events for the display although it is on (EPERM, or another
     /// error some drivers give): retried once a second, predicted meanwhile for those who asked.
     var vblankRefused = false
@@ -128,12 +131,34 @@ final class Display {
     func resetModel() {
         if restartedSinceLastRead { restartedSinceLastRead = false } else { changes &+= 1 }
         model.reset(nominalPeriodNs: source.refresh?.periodNanoseconds ?? Self.fallbackPeriodNs)
+        modeSetTail = nil
         sampling.relearn()
         newestIsCurrent = false
         fruitlessRechecks = 0
         // Some drivers restart the vblank count with a mode: frames are aimed afresh from the
         // next real vblank, not after a count that may not come again.
         for sub in subscriptions { sub.pacer = FramePacer() }
+    }
+
+    /// Resets the model for a mode change read while the display stayed on; the vblanks on the
+    /// old grid that may still come are the old mode's tail.
+    func resetModelForNewMode(now: UInt64) {
+        let last = model.newest
+        let oldPeriod = model.periodNs
+        resetModel()
+        guard let last else { return }
+        modeSetTail = ModeSetTail(
+            oldPeriodNs: oldPeriod, newPeriodNs: model.nominalPeriodNs, lastSequence: last.sequence, lastTimestampNs: last.timestampNs,
+            readNs: now)
+    }
+
+    /// True if the vblank belongs to the old mode's tail: not to be ticked. The first that does
+    /// not ends the tail.
+    func isInModeSetTail(sequence: UInt64, timestampNs: UInt64) -> Bool {
+        guard var tail = modeSetTail else { return false }
+        let held = tail.holds(sequence: sequence, timestampNs: timestampNs)
+        modeSetTail = held ? tail : nil
+        return held
     }
 
     func info(isPrimary: Bool, synthetic: Bool) -> DisplayInfo {

@@ -93,7 +93,7 @@ extension Server {
             logger.info(
                 "display \(d.id) mode changed: \(old.refresh.map { "\($0)" } ?? "?") \(old.width)x\(old.height) → \(fresh.refresh.map { "\($0)" } ?? "?") \(fresh.width)x\(fresh.height)"
             )
-            d.resetModel()
+            d.resetModelForNewMode(now: monotonicNow())
             broadcastEvent(.modeChanged, d)
             resubscribeAll(d, countGoesOn: true)
         }

@@ -27,10 +27,10 @@ extension Server {
     /// Before the model takes a vblank: a burst's first one after the enable is dropped (false:
     /// neither fed nor ticked); its next moves the grid onto itself if the phase moved while
     /// events slept (some drivers restart their vblank timer on enable), as does the first while
-    /// learning after the requests ran out (`requeued`), so nothing is ticked
+    /// sampling continuously after the requests ran out (`requeued`), so nothing is ticked
     /// or predicted on the old grid from it on. Not a model restart: no generation.
     func judgeSample(_ d: Display, sequence: UInt64, timestampNs: UInt64) -> Bool {
-        guard d.sampling.mode == .sparse, d.model.sampleCount > 0 else { return true }
+        guard d.model.sampleCount > 0 else { return true }
         let predicted = d.model.predictedTimestamp(forSequence: sequence)
         let wasContinuous = d.sampling.state == .continuous
         switch d.sampling.judge(timestampNs: timestampNs, predictedNs: predicted) {
@@ -77,11 +77,12 @@ extension Server {
     }
 
     /// The display's vblank requests ran out while wanted and were queued afresh (a late read):
-    /// its phase may have moved with the interrupt's restart. Learning, the next vblank is
-    /// checked; in a burst, the burst starts over with its whole queue, and the model ticks
+    /// its phase may have moved with the interrupt's restart. Sampling continuously (in either
+    /// mode), the next vblank is checked; in a burst, the burst starts over with its whole queue, and the model ticks
     /// until its judged vblank, as at any burst's start.
     func requeued(_ d: Display) {
-        guard d.sampling.mode == .sparse, d.model.sampleCount > 0 else { return }
+        // One interrupt stamp cannot tell a moved phase from its own latency.
+        guard d.model.sampleCount > 0, d.model.timestampSource == .scanout else { return }
         logger.debug("display \(d.id): vblank requests ran out before they were read; checking the phase again")
         guard d.sampling.requeued() else { return }
         source.limitQueue(d.key, to: d.sampling.queueDepth)

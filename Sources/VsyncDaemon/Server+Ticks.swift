@@ -67,6 +67,7 @@ extension Server {
     }
 
     func vblank(_ d: Display, sequence: UInt64, timestampNs: UInt64) {
+        if d.modeSetTail != nil, heldInModeSetTail(d, sequence: sequence, timestampNs: timestampNs) { return }
         // A vblank off the grid may be the first under VRR: known before it is ticked.
         if !d.isVariable, variableRefreshMayHaveTurnedOn(d, sequence: sequence, timestampNs: timestampNs) {
             guard d.state == .on, displays.isListed(d) else { return }
@@ -76,7 +77,7 @@ extension Server {
             return variableVBlank(d, sequence: sequence, timestampNs: timestampNs)
         }
         let sparse = d.sampling.mode == .sparse
-        if sparse { guard judgeSample(d, sequence: sequence, timestampNs: timestampNs) else { return } }
+        if sparse || d.sampling.rephasePending { guard judgeSample(d, sequence: sequence, timestampNs: timestampNs) else { return } }
         let previous = d.model.newest
         let followed = d.newestIsCurrent
         let periodRestarts = d.model.periodRestartCount
@@ -93,6 +94,7 @@ extension Server {
             if modeChangedUnderOutlier(d) {
                 guard d.state == .on, displays.isListed(d), !d.isVariable else { return }
                 d.model.seed(sequence: sequence, timestampNs: timestampNs)
+                d.modeSetTail = nil  // off the old grid, so the new mode's first vblank
             }
         case .accepted: break
         }
@@ -113,6 +115,16 @@ extension Server {
             d.model.predictedTimestamp(forSequence: $0)
         }
         if sparse { sampled(d, timestampNs: timestampNs) }
+    }
+
+    /// The old mode's vblanks after its successor was read are not ticked (`ModeSetTail`).
+    private func heldInModeSetTail(_ d: Display, sequence: UInt64, timestampNs: UInt64) -> Bool {
+        let heldBefore = d.modeSetTail?.held ?? 0
+        if d.isInModeSetTail(sequence: sequence, timestampNs: timestampNs) { return true }
+        if heldBefore > 0 {
+            logger.debug("display \(d.id): \(heldBefore) vblanks of the old mode came after the new mode was read; not ticked")
+        }
+        return false
     }
 
     /// One vblank's ticks to the display's subscribers that are due at this sequence, each

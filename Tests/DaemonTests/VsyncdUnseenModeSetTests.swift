@@ -37,4 +37,39 @@ extension VsyncdTests.DisplayChanges {
         #expect(abs(Double(tick.displayIntervalNs) - period144) < period144 * 0.01)
         #expect(abs(Double(tick.targetTimestampNs) - (Double(first144) + period144)) < 1_000, "target \(tick.targetTimestampNs)")
     }
+
+    /// The other way round: the CRTC already reads the new mode (an atomic commit swaps its
+    /// state in before scanout follows) while the old mode's last vblanks still come. Those are
+    /// not ticked: no tick after the mode-changed event carries the old interval, and the model
+    /// is not taught the old period, so the new mode's vblanks are ticked from its first.
+    @Test func theOldModesVBlanksAfterTheNewModeWasReadAreNotTicked() throws {
+        let source = ScriptedVBlankSource(displays: [Self.virtual1(hz: 60)])
+        let daemon = try InProcessDaemon(source: source)
+        defer { daemon.stop() }
+        let client = try RawClient(path: daemon.socketPath)
+        try client.handshake()
+        _ = try client.subscribe(1, fps: 0, selector: .connector("Virtual-1"))
+        var next = Self.vblanks(source, 100...111, hz: 60, start: 5_000_000_000)
+        var ticks: [Tick] = []
+        while ticks.count < 12, let t = client.nextTick() { ticks.append(t) }
+        #expect(ticks.last?.sequence == 111)
+
+        // The new mode is read (a rescan) before the old mode's last eight vblanks arrive.
+        source.update { $0[0] = Self.virtual1(hz: 144) }
+        source.push([.devicesChanged])
+        let changed = client.messages { if case .displayEvent(let e) = $0 { e.kind == .modeChanged } else { false } }
+        guard case .displayEvent(let event)? = changed.last else { Issue.record("no mode-changed event: \(changed)"); return }
+        #expect(event.display.refreshMillihertz == 144_000)
+        next = Self.vblanks(source, 112...119, hz: 60, start: next)
+        // Then the new mode's vblanks, after the commit's off and on (the count went on).
+        _ = Self.vblanks(source, 125...160, hz: 144, start: next + 30_000_000)
+        let after = client.messages { if case .tick(let t) = $0 { t.sequence == 160 } else { false } }
+        let afterTicks = after.compactMap { if case .tick(let t) = $0 { t } else { nil } }
+        #expect(afterTicks.first?.sequence == 125, "the first tick after the mode change: \(afterTicks.map(\.sequence))")
+        #expect(afterTicks.allSatisfy { $0.sequence >= 125 }, "old-mode vblanks ticked: \(afterTicks.map(\.sequence))")
+        let period144 = 1e9 / 144
+        let off = afterTicks.filter { abs(Double($0.displayIntervalNs) - period144) > period144 * 0.01 }
+        #expect(off.isEmpty, "ticks without the new mode's interval: \(off.map { ($0.sequence, $0.displayIntervalNs) })")
+        #expect(afterTicks.count == 36)
+    }
 }

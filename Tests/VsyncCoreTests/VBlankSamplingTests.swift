@@ -301,11 +301,18 @@ struct VBlankSamplingTests {
         #expect(last == [false] && crtc.sampling.state == .continuous)
     }
 
-    @Test("continuous sampling ignores re-queues")
+    @Test("continuous mode, the requests ran out and the timer restarted 2.77 ms off at 75 Hz: re-anchored at once, never asleep")
     func requeuedContinuousMode() {
-        var crtc = FakeScriptedCRTC(mode: .continuous)
-        _ = crtc.feed(Array(base..<base + 10))
-        let topUp = crtc.requeue(phaseMovedByNs: 4_000_000)
-        #expect(topUp == false && !crtc.sampling.rephasePending)
+        var crtc = FakeScriptedCRTC(periodNs: 1e9 / 75, mode: .continuous)
+        _ = crtc.feed(Array(base..<base + 200))
+        // Over a fifth of the period: without the re-queue, an outlier run the model needs six
+        // vblanks to believe, each ticked with a target on the old grid.
+        let topUp = crtc.requeue(phaseMovedByNs: 2_770_000)
+        #expect(topUp == false && crtc.sampling.rephasePending)
+        let stops = crtc.feed(Array(base + 201..<base + 210))
+        #expect(stops.allSatisfy { !$0 } && crtc.sampling.wantsVBlank)
+        #expect(crtc.sampling.correctionCount == 1 && !crtc.sampling.rephasePending)
+        #expect(crtc.model.outlierCount == 0 && crtc.model.restartCount == 0)
+        for k in 0..<8 { #expect(abs(crtc.predictionError(base + 210 + UInt64(k))) <= 2) }
     }
 }

@@ -106,8 +106,8 @@ public struct VBlankSampling: Sendable, Equatable {
     public private(set) var largestCorrectionNs: UInt64 = 0
     /// Corrections over the bound, in total (each re-anchored the grid).
     public private(set) var correctionCount: UInt64 = 0
-    /// While learning: the vblank requests ran out and were queued afresh (`requeued`), so the
-    /// next vblank is judged for a moved phase before it is fed.
+    /// Sampling continuously: the vblank requests ran out and were queued afresh (`requeued`),
+    /// so the next vblank is judged for a moved phase before it is fed.
     public private(set) var rephasePending = false
 
     public init(mode: Mode) { self.mode = mode }
@@ -171,11 +171,11 @@ public struct VBlankSampling: Sendable, Equatable {
     /// the interrupt off and on in between, and a driver whose vblank timer restarts on enable
     /// (vkms, virtio-gpu) then stamps on a new phase. That is the reader's lateness, not the
     /// display's: it must neither spread the model's residuals (learning would never end) nor
-    /// fail a burst. Learning: the next vblank is judged and re-anchors the grid if it moved. In
-    /// a burst: the burst starts over, all its vblanks queued at once. Returns true when the
-    /// queue must be topped up to `queueDepth` now.
+    /// fail a burst, nor tick several frames on the old phase before the model's outlier run
+    /// moves it. Sampling continuously (either mode): the next vblank is judged and re-anchors
+    /// the grid if it moved. In a burst: the burst starts over, all its vblanks queued at once.
+    /// Returns true when the queue must be topped up to `queueDepth` now.
     public mutating func requeued() -> Bool {
-        guard mode == .sparse else { return false }
         switch state {
         case .continuous:
             rephasePending = true
