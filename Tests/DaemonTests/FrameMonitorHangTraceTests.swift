@@ -133,7 +133,10 @@ extension HangDetectorTests {
     /// The trace file decoded with Perfetto's definitions (Tests/Perfetto/protos); throws if
     /// it does not decode whole.
     static func decodeTrace(_ path: String) throws -> [TracePacket] {
-        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        try decodeTrace(bytes: [UInt8](Data(contentsOf: URL(fileURLWithPath: path))))
+    }
+
+    static func decodeTrace(bytes: [UInt8]) throws -> [TracePacket] {
         let protos = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Perfetto/protos")
         let text = try Protoc.run(
