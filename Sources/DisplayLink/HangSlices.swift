@@ -2,7 +2,8 @@ import VsyncCore
 
 /// A link's hangs in its trace file: a slice named `hang` on a track `hangs <context>` in the
 /// app's process group, next to its Expected and Actual Timeline, from the hang's start to its
-/// end, with the stuck thread's stack as an argument.
+/// end, with the stuck thread's stack as an argument. A track of the context's rather than a
+/// thread's: a queue's deliveries run on whichever worker thread, and its waiting frames on none.
 ///
 /// The begin is written when the detector reports the hang, while the context is still stuck,
 /// and the end when it moves again: a hang that never ends (the process is killed, or stops
