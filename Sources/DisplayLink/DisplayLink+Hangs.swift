@@ -11,8 +11,8 @@ extension DisplayLink {
     /// stack also explains a frame waiting for it; a queue's waiting frame has no thread to
     /// blame. Watching ends with ``stopDetectingHangs()`` or ``invalidate()``.
     public func detectHangs(with detector: HangDetector, name: String = "DisplayLink") {
-        let singleThread = withState { !$0.contexts.runLoops.isEmpty || $0.contexts.direct }
-        let watch = detector.watch(name, singleThread: singleThread)
+        let (singleThread, observer) = withState { s in (!s.contexts.runLoops.isEmpty || s.contexts.direct, s.hangObserver) }
+        let watch = detector.watch(name, singleThread: singleThread, observer: observer)
         let old = withState { s -> (watch: HangWatch, detector: HangDetector)? in
             guard s.valid else { return (watch, detector) }  // nothing left to watch
             defer { s.hangWatch = (watch, detector) }
@@ -20,6 +20,12 @@ extension DisplayLink {
         }
         if let old { old.detector.unwatch(old.watch) }
         whenInvalidated { [weak self] in self?.stopDetectingHangs() }
+    }
+
+    /// Sends the link's hangs to `observer` too, from the next ``detectHangs(with:name:)`` on
+    /// (its ``FrameMonitor`` sets it as it makes the link).
+    func observeHangs(_ observer: @escaping @Sendable (HangDetector.Event) -> Void) {
+        withState { $0.hangObserver = observer }
     }
 
     /// Stops watching the link's context for hangs.

@@ -68,6 +68,9 @@ public final class DisplayLink: Sendable {
         var invalidationHandlers: [@Sendable () -> Void] = []
         /// The hang detector's heartbeat of the link's context (``detectHangs(with:name:)``).
         var hangWatch: (watch: HangWatch, detector: HangDetector)?
+        /// Told of each hang of the link's context before the detector's handler: its
+        /// ``FrameMonitor`` writes them to its trace. Given to each watch when it is made.
+        var hangObserver: (@Sendable (HangDetector.Event) -> Void)?
     }
 
     /// Creates a link that calls `handler` once per frame of `display`, once scheduled.

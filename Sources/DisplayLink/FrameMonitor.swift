@@ -96,6 +96,7 @@ public final class FrameMonitor: Sendable {
         self.counter = counter
         // The handler holds the counter, not the monitor: no cycle through the link.
         link = DisplayLink(display: display, socketPath: socketPath) { link in counter.record(link) }
+        link.observeHangs { event in counter.record(event) }
     }
 
     deinit { link.invalidate() }
@@ -126,6 +127,8 @@ public final class FrameMonitor: Sendable {
     /// the file: the display's vblanks and each frame's expected and actual timeline as
     /// FrameTimeline's app frames, on CLOCK_MONOTONIC, the frame's ``FrameJankReason`` as its
     /// jank type. Open it in ui.perfetto.dev or trace_processor; it is whole after every frame.
+    /// With ``link``'s hang detector on (``DisplayLink/detectHangs(with:name:)``), each hang is a
+    /// slice `hang` on a track `hangs <name>` in the app's group, its stack as an argument.
     public func recordTrace(to path: String) throws(TraceFileError) {
         try counter.recordTrace(to: path, layerName: "FrameMonitor")
     }
@@ -260,6 +263,12 @@ private final class Counter: Sendable {
         if let hitch { onHitch?(hitch) }
         if let report { onReport(report) }
     }
+
+    /// A hang of the link's context, on the detector's watcher thread: written at once, under
+    /// the lock the frames are written under (the one owner of the file). The hung context
+    /// cannot be holding it, as the app's code never runs under it, so the watcher waits at
+    /// most for one frame's write; left to the context, a hang would be written once it ended.
+    func record(_ hang: HangDetector.Event) { state.withLock { $0.trace?.record(hang) } }
 
     var lateFrameHandler: (@Sendable (FrameMonitor.LateFrame) -> Void)? {
         get { state.withLock { $0.lateFrameHandler } }

@@ -10,13 +10,14 @@ public struct TraceFileError: Error, CustomStringConvertible {
     }
 }
 
-/// A link's frames as a Perfetto trace file (``PerfettoTrace/AppFrames``): the packets are
-/// appended after each frame, so the file is whole at any moment. Used under its owner's lock
-/// only (hence unchecked).
+/// A link's frames as a Perfetto trace file (``PerfettoTrace/AppFrames``), and its context's
+/// hangs (``HangSlices``): the packets are appended after each frame or hang event, so the file
+/// is whole at any moment. Used under its owner's lock only (hence unchecked).
 final class FrameTraceFile: @unchecked Sendable {
     private let fd: Int32
     private var trace: PerfettoTrace
     private var frames: PerfettoTrace.AppFrames
+    private var hangs = HangSlices()
     private var failed = false
 
     init(path: String, layerName: String) throws(TraceFileError) {
@@ -35,6 +36,11 @@ final class FrameTraceFile: @unchecked Sendable {
 
     func record(_ tick: FrameTick, facts: FrameFacts, jank: FrameJank) {
         frames.record(tick, facts: facts, jank: jank, into: &trace)
+        flush()
+    }
+
+    func record(_ hang: HangDetector.Event) {
+        hangs.record(hang, process: frames.process, into: &trace)
         flush()
     }
 

@@ -82,12 +82,19 @@ final class HangWatcher: Sendable {
         if let hang = current {
             if let s = stuckNow, s.since == hang.sinceNanoseconds, s.kind == hang.kind { return }  // still stuck
             state.withLock { $0.watches[key]?.current = nil }
-            handler(.ended(hang, durationNanoseconds: length(of: hang, in: w, now: now)))
+            tell(w, .ended(hang, durationNanoseconds: length(of: hang, in: w, now: now)))
         }
         guard let s = stuckNow else { return }
         let hang = report(w, since: s.since, kind: s.kind, now: now)
         state.withLock { $0.watches[key]?.current = hang }
-        handler(.began(hang))
+        tell(w, .began(hang))
+    }
+
+    /// The watch's observer first, so that an app's handler that reads the link's trace file
+    /// finds the event written in it.
+    private func tell(_ w: HangWatch, _ event: HangDetector.Event) {
+        w.observer?(event)
+        handler(event)
     }
 
     /// How long an ended hang lasted: exact from the context's record of its long delivery

@@ -97,8 +97,12 @@ public final class HangDetector: Sendable {
     /// Starts watching a context. `singleThread`: the context always runs on one thread (a
     /// thread or a run loop), so a frame waiting for it can be blamed on that thread's stack;
     /// a queue's frame waits behind work on a thread that cannot be known.
-    public func watch(_ name: String, singleThread: Bool) -> HangWatch {
-        let watch = HangWatch(name: name, singleThread: singleThread, watcher: watcher)
+    public func watch(_ name: String, singleThread: Bool) -> HangWatch { watch(name, singleThread: singleThread, observer: nil) }
+
+    /// A watch whose events also go to `observer` (on the watcher's thread, before the
+    /// detector's handler): how a link's trace file hears of its own context's hangs.
+    func watch(_ name: String, singleThread: Bool, observer: (@Sendable (Event) -> Void)?) -> HangWatch {
+        let watch = HangWatch(name: name, singleThread: singleThread, watcher: watcher, observer: observer)
         watcher.add(watch)
         return watch
     }
@@ -130,6 +134,8 @@ public final class HangWatch: Sendable {
     public let name: String
     let singleThread: Bool
     private let watcher: HangWatcher
+    /// Told of this watch's events before the detector's handler (set once, at creation).
+    let observer: (@Sendable (HangDetector.Event) -> Void)?
     let entered = Atomic<UInt64>(0)
     let left = Atomic<UInt64>(0)
     let pending = Atomic<UInt64>(0)
@@ -140,10 +146,11 @@ public final class HangWatch: Sendable {
     let longStart = Atomic<UInt64>(0)
     let longEnd = Atomic<UInt64>(0)
 
-    init(name: String, singleThread: Bool, watcher: HangWatcher) {
+    init(name: String, singleThread: Bool, watcher: HangWatcher, observer: (@Sendable (HangDetector.Event) -> Void)? = nil) {
         self.name = name
         self.singleThread = singleThread
         self.watcher = watcher
+        self.observer = observer
     }
 
     /// A delivery begins on the calling thread.

@@ -22,12 +22,14 @@ struct HangDetectorTests {
         case hangReturned(startNs: UInt64, endNs: UInt64)
     }
 
-    /// The log, and a semaphore signalled on every `ended`.
+    /// The log, and semaphores signalled on every `began` and `ended`.
     final class Log: Sendable {
         let entries = Mutex<[Entry]>([])
+        let began = DispatchSemaphore(value: 0)
         let ended = DispatchSemaphore(value: 0)
         func append(_ e: Entry) {
             entries.withLock { $0.append(e) }
+            if case .began = e { began.signal() }
             if case .ended = e { ended.signal() }
         }
         func handler(_ event: HangDetector.Event) {
@@ -39,6 +41,21 @@ struct HangDetectorTests {
         /// Waits for the `n`th ended event (an event, not a time: the timeout only stops a
         /// broken detector from hanging the suite).
         func waitForEnded() -> Bool { ended.wait(timeout: .now() + 10) == .success }
+        /// Waits for the end of hang `id`; its length.
+        func waitForEnded(of id: UInt64) -> UInt64? {
+            while true {
+                for case .ended(let h, let ns) in entries.withLock({ $0 }) where h.id == id { return ns }
+                guard ended.wait(timeout: .now() + 10) == .success else { return nil }
+            }
+        }
+        /// Waits for a `began` event that `matches`, among those logged so far and the next
+        /// ones (the timeout, again, only stops a broken detector from hanging the suite).
+        func waitForBegan(_ matches: (HangDetector.Hang) -> Bool) -> HangDetector.Hang? {
+            while true {
+                for case .began(let h) in entries.withLock({ $0 }) where matches(h) { return h }
+                guard began.wait(timeout: .now() + 10) == .success else { return nil }
+            }
+        }
     }
 
     /// Checks one running hang's log: began (with the function in its stack) before the hung

@@ -205,6 +205,38 @@ struct PerfettoTraceTests {
         #expect(packets[3] == ["  8: 25", "  58: 3", "  10: 1", "  76 {", "    5 {", "      1: 2", "    }", "  }"])
     }
 
+    /// A slice begun before its end is known (a hang, written while it lasts): the begin with
+    /// its arguments, then the end with arguments of its own (the trace processor adds them to
+    /// the slice's), here a double.
+    @Test func aSliceBegunBeforeItsEndIsKnownEndsLaterWithArguments() throws {
+        var t = PerfettoTrace(clocks: .init(monotonicNs: 5), sequenceID: 3)
+        let track = t.track(named: "hangs main")
+        _ = t.take()
+        t.begin(on: track, name: "hang", atNs: 100, arguments: [.string("stack", "#0 f")])
+        let begun = t.take()
+        t.end(on: track, atNs: 350, arguments: [.double("duration_ms", 0.25)])
+        let packets = try Self.packets(
+            protoc(
+                [
+                    "--decode=perfetto.protos.Trace", "-I", Self.protos.path,
+                    Self.protos.appendingPathComponent("frameworks_native_trace_packet.proto").path,
+                ], begun + t.take()))
+        let seq = "  trusted_packet_sequence_id: 3"
+        #expect(
+            packets == [
+                [
+                    "  timestamp: 100", seq, "  track_event {", "    debug_annotations {", "      string_value: \"#0 f\"",
+                    "      name: \"stack\"", "    }", "    type: TYPE_SLICE_BEGIN", "    track_uuid: \(track.uuid)", "    name: \"hang\"",
+                    "  }", "  timestamp_clock_id: 3",
+                ],
+                [
+                    "  timestamp: 350", seq, "  track_event {", "    debug_annotations {", "      double_value: 0.25",
+                    "      name: \"duration_ms\"", "    }", "    type: TYPE_SLICE_END", "    track_uuid: \(track.uuid)", "  }",
+                    "  timestamp_clock_id: 3",
+                ],
+            ], "\(packets)")
+    }
+
     @Test func anEmptyTakeAfterTheSnapshotAndBytesOnlyOnce() {
         var t = PerfettoTrace(clocks: .init(monotonicNs: 1))
         let first = t.take()

@@ -7,6 +7,8 @@ extension PerfettoTrace {
         public let pid: Int32
         /// The frames' layer name (the display link or the subscription followed).
         public let layerName: String
+        /// The process's track: the group its frames, vblanks and other tracks of the app go in.
+        public let process: Track
         private let vblanks: Track
         private var lastVBlank: UInt64?
         private var tokens: Int64 = 0
@@ -15,7 +17,7 @@ extension PerfettoTrace {
         public init(trace: inout PerfettoTrace, pid: Int32, processName: String, layerName: String) {
             self.pid = pid
             self.layerName = layerName
-            let process = trace.process(pid: pid, name: processName)
+            process = trace.process(pid: pid, name: processName)
             vblanks = trace.track(named: "vblank " + layerName, parent: process)
         }
 

@@ -43,6 +43,7 @@ public struct PerfettoTrace: Sendable {
         case int(String, Int64)
         case bool(String, Bool)
         case string(String, String)
+        case double(String, Double)
     }
 
     /// BuiltinClock values (builtin_clock.proto).
@@ -164,10 +165,24 @@ public struct PerfettoTrace: Sendable {
 
     /// A slice from `startNs` to `endNs` (a begin and an end event), e.g. a hang on a thread's track.
     public mutating func slice(on track: Track, name: String, startNs: UInt64, endNs: UInt64, arguments: [Argument] = []) {
-        trackEvent(at: startNs, on: track, type: EventType.sliceBegin, name: name) { e in
+        begin(on: track, name: name, atNs: startNs, arguments: arguments)
+        end(on: track, atNs: max(endNs, startNs))
+    }
+
+    /// A slice's begin alone, for a slice whose end is not known yet: until ``end(on:atNs:arguments:)``
+    /// the UI draws it to the end of the trace ("Did not end"). Slices on one track must nest.
+    public mutating func begin(on track: Track, name: String, atNs: UInt64, arguments: [Argument] = []) {
+        trackEvent(at: atNs, on: track, type: EventType.sliceBegin, name: name) { e in
             for a in arguments { Self.argument(&e, a) }
         }
-        trackEvent(at: max(endNs, startNs), on: track, type: EventType.sliceEnd, name: nil) { _ in }
+    }
+
+    /// Ends the innermost open slice of `track`; the trace processor adds `arguments` to that
+    /// slice's own.
+    public mutating func end(on track: Track, atNs: UInt64, arguments: [Argument] = []) {
+        trackEvent(at: atNs, on: track, type: EventType.sliceEnd, name: nil) { e in
+            for a in arguments { Self.argument(&e, a) }
+        }
     }
 
     // MARK: Packets
@@ -246,6 +261,9 @@ public struct PerfettoTrace: Sendable {
             case .string(let name, let v):
                 a.string(10, name)
                 a.string(6, v)
+            case .double(let name, let v):
+                a.string(10, name)
+                a.double(5, v)
             }
         }
     }
