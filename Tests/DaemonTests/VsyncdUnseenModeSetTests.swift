@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import VsyncCore
+
 @testable import VsyncDaemon
 
 extension VsyncdTests.DisplayChanges {
@@ -58,7 +59,10 @@ extension VsyncdTests.DisplayChanges {
         source.update { $0[0] = Self.virtual1(hz: 144) }
         source.push([.devicesChanged])
         let changed = client.messages { if case .displayEvent(let e) = $0 { e.kind == .modeChanged } else { false } }
-        guard case .displayEvent(let event)? = changed.last else { Issue.record("no mode-changed event: \(changed)"); return }
+        guard case .displayEvent(let event)? = changed.last else {
+            Issue.record("no mode-changed event: \(changed)")
+            return
+        }
         #expect(event.display.refreshMillihertz == 144_000)
         next = Self.vblanks(source, 112...119, hz: 60, start: next)
         // Then the new mode's vblanks, after the commit's off and on (the count went on).

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import VsyncCore
 
 /// The old mode's tail after a mode set was read early: scripted vblanks, no kernel.
@@ -8,8 +9,9 @@ struct ModeSetTailTests {
     let last: (sequence: UInt64, timestampNs: UInt64) = (1_000, 50_000_000_000)
 
     func tail(old: Double, new: Double) -> ModeSetTail? {
-        ModeSetTail(oldPeriodNs: old, newPeriodNs: new, lastSequence: last.sequence, lastTimestampNs: last.timestampNs,
-                    readNs: last.timestampNs + 5_000_000)
+        ModeSetTail(
+            oldPeriodNs: old, newPeriodNs: new, lastSequence: last.sequence, lastTimestampNs: last.timestampNs,
+            readNs: last.timestampNs + 5_000_000)
     }
 
     func at(_ frames: UInt64, _ period: Double, plus extraNs: Double = 0) -> UInt64 {
