@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Glibc
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import DisplayLink
@@ -54,6 +55,8 @@ extension HangDetectorTests {
             onReport: { _ in })
         let late = Mutex<[FrameMonitor.LateFrame]>([])
         monitor.lateFrameHandler = { frame in late.withLock { $0.append(frame) } }
+        let file = daemon.directory.appendingPathComponent("demo.pftrace").path
+        try monitor.recordTrace(to: file)
         monitor.start(on: DispatchQueue(label: "drawing"))
         monitor.link.detectHangs(with: detector, name: "drawing")
         defer { monitor.invalidate() }
@@ -83,5 +86,38 @@ extension HangDetectorTests {
             return hang.context == "drawing" && hang.stack?.contains(function: "simulatedHangInKnownFunction") == true
         }
         #expect(named, "\(entries)")
+
+        // The run's Perfetto trace decodes whole with Perfetto's definitions, and holds each
+        // fault as ui.perfetto.dev shows it: printed, one packet of each kind.
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: file)))
+        let packets = Protoc.packets(try Protoc.run(Self.perfettoDefinitions, input: bytes))
+        func actualFrame(target: UInt64) -> [String]? {
+            packets.first { p in
+                p.contains { $0.hasSuffix("actual_surface_frame_start {") } && p.contains { $0.hasSuffix("display_frame_token: \(target)") }
+            }
+        }
+        let faults: [(String, UInt64, FrameJankReason)] = [
+            ("the app slept past its target", sleptTarget, .appDeadlineMissed),
+            ("vsyncd stopped 50 ms", resumed.target, .deliveryLate),
+        ]
+        for (fault, target, reason) in faults {
+            let frame = try #require(actualFrame(target: target), "no actual frame for vblank \(target) in the trace")
+            #expect(frame.contains { $0.hasSuffix("jank_type: \(reason.perfettoJankType.rawValue)") }, "\(frame)")
+            print("demo trace, \(fault) (\(reason.name)):\n" + frame.joined(separator: "\n"))
+        }
+        let hangBegin = try #require(
+            packets.first { p in p.contains { $0.hasSuffix("TYPE_SLICE_BEGIN") } && p.contains { $0.contains("simulatedHangInKnownFunction") } },
+            "no hang slice naming the function in the trace")
+        print("demo trace, the hang's slice begin:\n" + hangBegin.map { $0.count > 240 ? $0.prefix(240) + "…" : $0 }.joined(separator: "\n"))
+    }
+
+    /// protoc's arguments to decode a trace with Perfetto's definitions (Tests/Perfetto/protos).
+    static var perfettoDefinitions: [String] {
+        let protos = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Perfetto/protos")
+        return [
+            "--decode=perfetto.protos.Trace", "-I", protos.path,
+            protos.appendingPathComponent("frameworks_native_trace_packet.proto").path,
+        ]
     }
 }
