@@ -8,10 +8,11 @@ struct ModeSetTailTests {
     let p60 = 1e9 / 60, p144 = 1e9 / 144
     let last: (sequence: UInt64, timestampNs: UInt64) = (1_000, 50_000_000_000)
 
-    func tail(old: Double, new: Double) -> ModeSetTail? {
+    /// A tail read `readAfterNs` after the old mode's last vblank read before it.
+    func tail(old: Double, new: Double, readAfterNs: UInt64 = 5_000_000) -> ModeSetTail? {
         ModeSetTail(
             oldPeriodNs: old, newPeriodNs: new, lastSequence: last.sequence, lastTimestampNs: last.timestampNs,
-            readNs: last.timestampNs + 5_000_000)
+            readNs: last.timestampNs + readAfterNs)
     }
 
     func at(_ frames: UInt64, _ period: Double, plus extraNs: Double = 0) -> UInt64 {
@@ -74,5 +75,22 @@ struct ModeSetTailTests {
         #expect(tail(old: p60, new: p60) == nil)
         #expect(tail(old: p60, new: 1e9 / 58.5) == nil)
         #expect(tail(old: p60, new: 1e9 / 75) != nil)
+    }
+
+    @Test("after a gap (events were asleep), a moved phase: the count says old periods went by, so held; new periods, not")
+    func afterAGapTheCountDecides() throws {
+        // Read 1.9 s after the last vblank events before they went to sleep.
+        var t = try #require(tail(old: p60, new: p144, readAfterNs: 1_900_000_000))
+        // 120 frames on, 3 ms off the old grid: a vblank timer restarted on enable.
+        let held = t.holds(sequence: last.sequence + 120, timestampNs: at(120, p60, plus: 3_000_000))
+        #expect(held)
+        var u = try #require(tail(old: p60, new: p144, readAfterNs: 1_900_000_000))
+        // The new mode's first vblank 2 s on, its count advanced by 144 Hz frames.
+        let newFirst = u.holds(sequence: last.sequence + 288, timestampNs: at(120, p60))
+        #expect(!newFirst)
+        // Within the phase frames the grid still decides: 3 ms off two frames on is not held.
+        var v = try #require(tail(old: p60, new: p144))
+        let near = v.holds(sequence: last.sequence + 2, timestampNs: at(2, p60, plus: 3_000_000))
+        #expect(!near)
     }
 }

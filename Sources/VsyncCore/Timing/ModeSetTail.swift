@@ -9,10 +9,11 @@
 /// vblanks on it are the old mode's tail: neither ticked nor learned.
 ///
 /// A vblank belongs to the tail when its sequence follows the tail's newest and it lands on
-/// the old grid from there (whole old periods, within `toleranceFraction` of one), nearer the
-/// old period than the new. The first that does not ends the tail for good; so does
-/// `longestNs` of them, in case the read mode is not what scans out (a mode that cannot be
-/// told apart from the old one by its period starts no tail at all).
+/// the old grid from there (whole old periods, within `toleranceFraction` of one), nearer it
+/// than new periods would; after a gap of more than `phaseFrames` (events were asleep), when
+/// its count says old periods went by. The first that does not ends the tail for good; so does
+/// one `longestNs` after the read, in case the read mode is not what scans out. A mode that
+/// cannot be told apart from the old one by its period starts no tail at all.
 ///
 /// Pure: the daemon feeds it vblanks.
 public struct ModeSetTail: Sendable, Equatable {
@@ -28,6 +29,10 @@ public struct ModeSetTail: Sendable, Equatable {
 
     /// How far off the old grid a vblank may land and still be on it, as a share of the period.
     public static let toleranceFraction = 0.02
+    /// Up to this many frames from the tail's newest, a vblank must land on the old grid; after
+    /// more, its count must say old periods went by, within `rateFraction` of one each.
+    public static let phaseFrames = 4.0
+    public static let rateFraction = 0.005
     /// The longest tail believed (a guest's commit worker was measured 0.6 s late).
     public static let longestNs: UInt64 = 1_000_000_000
 
@@ -51,7 +56,14 @@ public struct ModeSetTail: Sendable, Equatable {
         let frames = Double(sequence - self.sequence)
         let elapsed = Double(timestampNs - self.timestampNs)
         let offOld = abs(elapsed - frames * oldPeriodNs)
-        guard offOld <= Self.toleranceFraction * oldPeriodNs, offOld < abs(elapsed - frames * newPeriodNs) else { return false }
+        guard offOld < abs(elapsed - frames * newPeriodNs) else { return false }
+        if frames <= Self.phaseFrames {
+            guard offOld <= Self.toleranceFraction * oldPeriodNs else { return false }
+        } else {
+            // A driver that restarts its vblank timer on enable has moved the phase across the
+            // gap; the count it gives for the gap still says which mode's frames went by.
+            guard offOld <= Self.rateFraction * oldPeriodNs * frames else { return false }
+        }
         self.sequence = sequence
         self.timestampNs = timestampNs
         held += 1
