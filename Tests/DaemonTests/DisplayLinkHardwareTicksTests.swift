@@ -38,25 +38,25 @@ extension DisplayLinkTests {
                 r.all.dropFirst(start).filter { $0.frame.isModelTimed }.count
             }
 
-            #expect(await eventually(timeout: 10) { plain.count >= 150 })
-            #expect(hardware.count >= 145)
+            #expect(await eventually(timeout: 10) { plain.count >= 150 && hardware.count >= 150 })
             #expect(modelTimed(hardware, from: 0) == 0 && modelTimed(plain, from: 0) == 0)
 
-            var (h, p) = (hardware.count, plain.count)
+            var h = hardware.count
+            let p = plain.count
             hw.hardwareTicks = false
             #expect(!hw.hardwareTicks)
             #expect(await eventually(timeout: 8) { modelTimed(hardware, from: h) > 0 && modelTimed(plain, from: p) > 0 })
 
-            // Frames read before the renewed subscription took effect may still be model-timed:
-            // settle on the link's first one that is not, then count.
+            // Frames of vblanks before the renewed subscription took effect may still be
+            // model-timed: settle on the link's first one that is not, then count the frames of
+            // later vblanks (each link's handler runs on its own queue, so by sequence, not order).
             h = hardware.count
             hw.hardwareTicks = true
             #expect(await eventually(timeout: 8) { hardware.all.dropFirst(h).contains { !$0.frame.isModelTimed } })
-            let settled = hardware.all.dropFirst(h).firstIndex { !$0.frame.isModelTimed } ?? hardware.count
-            (h, p) = (settled, plain.count)
-            #expect(await eventually(timeout: 10) { plain.count >= p + 150 })
-            #expect(hardware.count - h >= 145)
-            #expect(modelTimed(hardware, from: h) == 0 && modelTimed(plain, from: p) == 0)
+            let settled = hardware.all.dropFirst(h).first { !$0.frame.isModelTimed }?.frame.sequence ?? .max
+            func after(_ r: LinkRecorder) -> [LinkSample] { r.all.filter { $0.frame.sequence > settled } }
+            #expect(await eventually(timeout: 10) { after(plain).count >= 150 && after(hardware).count >= 150 })
+            #expect(after(hardware).allSatisfy { !$0.frame.isModelTimed } && after(plain).allSatisfy { !$0.frame.isModelTimed })
         }
     }
 }
