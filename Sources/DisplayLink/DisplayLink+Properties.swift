@@ -124,6 +124,18 @@ extension DisplayLink {
         set { updateSettings { $0.predictsWhileOff = newValue } }
     }
 
+    /// Every frame from a real vblank, never model-timed (`Frame.isModelTimed` false), even when
+    /// vsyncd samples vblanks sparsely (`--vblank-sampling sparse`). It costs what sparse sampling
+    /// saves: while the link runs, vsyncd keeps its display's vblank interrupt on (a laptop panel
+    /// cannot self-refresh) and the display's other links get hardware frames too. For a
+    /// frame-timing tool or a test that must see every real vblank; apps should leave it off (the
+    /// default). A vsyncd older than protocol 6, or one sampling continuously, gives every frame
+    /// from the hardware anyway. Set on a running link, the link is renewed with it at once.
+    public var hardwareTicks: Bool {
+        get { withState { settings($0).hardwareTicks } }
+        set { updateSettings { $0.hardwareTicks = newValue } }
+    }
+
     /// Page only (protocol 5): vsyncd sends the link no ticks; it keeps its display's vblank
     /// events on, so the display's record on vsyncd's timing page stays current for an app that
     /// paces itself with its own timer from ``DisplayLink/timing(of:socketPath:)``. With a work

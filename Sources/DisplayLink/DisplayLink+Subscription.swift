@@ -13,6 +13,7 @@ extension DisplayLink {
         var workDurationNs: UInt64 = 0
         var predictsWhileOff = false
         var pageOnly = false
+        var hardwareTicks = false
 
         init() {}
 
@@ -22,12 +23,14 @@ extension DisplayLink {
             workDurationNs = info.workDurationNs
             predictsWhileOff = info.flags.contains(.predictWhileOff)
             pageOnly = info.flags.contains(.pageOnly)
+            hardwareTicks = info.flags.contains(.hardwareTicks)
         }
 
         var flags: SubscribeFlags {
             var f: SubscribeFlags = []
             if predictsWhileOff { f.insert(.predictWhileOff) }
             if pageOnly { f.insert(.pageOnly) }
+            if hardwareTicks { f.insert(.hardwareTicks) }
             return f
         }
     }

@@ -179,6 +179,7 @@ final class DisplayLinkConnection: Sendable {
             if new.workDurationNs != old.workDurationNs { client.setWorkDuration(id, new.workDurationNs) }
             if new.predictsWhileOff != old.predictsWhileOff { client.setPredictWhileOff(id, new.predictsWhileOff) }
             if new.pageOnly != old.pageOnly { client.setPageOnly(id, new.pageOnly) }
+            if new.hardwareTicks != old.hardwareTicks { client.setHardwareTicks(id, new.hardwareTicks) }
             if new.paused != old.paused { client.setPaused(id, new.paused) }
         }
     }

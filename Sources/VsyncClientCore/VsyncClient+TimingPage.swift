@@ -20,17 +20,8 @@ extension VsyncClient {
     }
 
     /// Page only, or not: a page-only subscription gets no ticks; it keeps its display's record
-    /// on the page current (protocol 5). The daemon takes the flag with a subscription, so the
-    /// subscription is renewed under the same id.
-    public func setPageOnly(_ id: UInt32, _ on: Bool) {
-        guard var info = subscriptions[id], info.flags.contains(.pageOnly) != on else { return }
-        if on { info.flags.insert(.pageOnly) } else { info.flags.remove(.pageOnly) }
-        subscriptions[id] = info
-        if isSent(id, info) {
-            send(.unsubscribe(subscriptionID: id))
-            send(subscribeMessage(id, info))
-        }
-    }
+    /// on the page current (protocol 5).
+    public func setPageOnly(_ id: UInt32, _ on: Bool) { setFlag(.pageOnly, on, for: id) }
 
     /// A new connection. Below protocol 5 there is no page: the previous one stops being
     /// current (it stays mapped for readers). From 5 the previous page stays current until the

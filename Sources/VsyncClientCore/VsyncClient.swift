@@ -316,11 +316,18 @@ public final class VsyncClient {
         }
     }
 
-    /// Predicted frames while the display is off, or not. The daemon takes the flag with a
-    /// subscription, so the subscription is renewed under the same id.
-    public func setPredictWhileOff(_ id: UInt32, _ on: Bool) {
-        guard var info = subscriptions[id], info.flags.contains(.predictWhileOff) != on else { return }
-        if on { info.flags.insert(.predictWhileOff) } else { info.flags.remove(.predictWhileOff) }
+    /// Predicted frames while the display is off, or not.
+    public func setPredictWhileOff(_ id: UInt32, _ on: Bool) { setFlag(.predictWhileOff, on, for: id) }
+
+    /// Every tick from a real vblank, or not (protocol 6): with it the daemon keeps the display's
+    /// vblank interrupt on under sparse sampling, at the power that sampling saves.
+    public func setHardwareTicks(_ id: UInt32, _ on: Bool) { setFlag(.hardwareTicks, on, for: id) }
+
+    /// One subscribe flag on or off. The daemon takes flags only with a subscription, so a sent
+    /// subscription is renewed under the same id.
+    func setFlag(_ flag: SubscribeFlags, _ on: Bool, for id: UInt32) {
+        guard var info = subscriptions[id], info.flags.contains(flag) != on else { return }
+        if on { info.flags.insert(flag) } else { info.flags.remove(flag) }
         subscriptions[id] = info
         if isSent(id, info) {
             send(.unsubscribe(subscriptionID: id))

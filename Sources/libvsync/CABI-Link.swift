@@ -67,6 +67,14 @@ public func vsync_link_set_predict_while_off(_ l: OpaquePointer?, _ on: Bool) ->
     }
 }
 
+@_cdecl("vsync_link_set_hardware_ticks")
+public func vsync_link_set_hardware_ticks(_ l: OpaquePointer?, _ on: Bool) -> Int32 {
+    withLink(l) { l, core in
+        core.setHardwareTicks(l.id, on)
+        return 0
+    }
+}
+
 @_cdecl("vsync_link_set_paused")
 public func vsync_link_set_paused(_ l: OpaquePointer?, _ paused: Bool) -> Int32 {
     withLink(l) { l, core in

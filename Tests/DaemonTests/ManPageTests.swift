@@ -61,7 +61,7 @@ struct ManPageTests {
                   !line.hasPrefix("typedef"), !line.hasPrefix(" "), !line.hasPrefix("/*") else { return nil }
             return String(line[range])
         }
-        #expect(calls.count == 24, "calls read from vsync.h: \(calls)")
+        #expect(calls.count == 25, "calls read from vsync.h: \(calls)")
         for call in calls {
             #expect(text.contains(call + "("), "libvsync.3's synopsis does not list \(call)")
         }

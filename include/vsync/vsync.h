@@ -312,6 +312,17 @@ int vsync_link_set_work_duration(struct vsync_link *link, uint64_t ns);
  * last mode's rate, flagged VSYNC_FRAME_PREDICTED (default: none until it is on). */
 int vsync_link_set_predict_while_off(struct vsync_link *link, bool on);
 
+/* Hardware ticks: every frame of the link from a real vblank, never flagged
+ * VSYNC_FRAME_MODEL_TIMED, even when vsyncd samples vblanks sparsely (vsyncd(8) --vblank-sampling
+ * sparse). It costs what sparse sampling saves: while the link runs, vsyncd keeps its display's
+ * vblank interrupt on (a laptop panel cannot self-refresh, the processor sleeps less deeply) and
+ * the display's other links get hardware frames too. For a frame-timing tool or a test that must
+ * see every real vblank; apps should not set it. A vsyncd older than protocol 6, or one sampling
+ * continuously (the default), gives every frame from the hardware anyway. Default off; on a
+ * subscribed link the change takes effect at once (the link is renewed). 0, or -EINVAL /
+ * -ENOTCONN. */
+int vsync_link_set_hardware_ticks(struct vsync_link *link, bool on);
+
 /* Paused, vsyncd sends nothing for the link (and asks the kernel for nothing if no link runs). */
 int vsync_link_set_paused(struct vsync_link *link, bool paused);
 

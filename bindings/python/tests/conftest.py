@@ -23,10 +23,21 @@ import vsync  # noqa: E402  (after VSYNC_LIB is settled)
 
 @pytest.fixture
 def daemon(tmp_path):
+    yield from _daemon(tmp_path, [])
+
+
+@pytest.fixture
+def sparse_daemon(tmp_path):
+    """vsyncd sampling vblanks sparsely: model-timed frames between bursts."""
+    yield from _daemon(tmp_path, ["--vblank-sampling", "sparse"])
+
+
+def _daemon(tmp_path, extra):
     binary = os.environ.get("VSYNCD_BIN") or _built("vsyncd")
     assert binary, "no vsyncd: build it with 'swift build' or set VSYNCD_BIN"
     socket = tmp_path / "vsyncd.sock"
-    process = subprocess.Popen([str(binary), "--source", "timer:60", "--socket", str(socket), "--log-level", "warning"])
+    process = subprocess.Popen([str(binary), "--source", "timer:60", "--socket", str(socket), "--log-level", "warning"]
+                               + extra)
     try:
         # Up once a client finishes the handshake.
         deadline = time.monotonic() + 20

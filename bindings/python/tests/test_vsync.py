@@ -136,7 +136,7 @@ def test_ctypes_layouts_match_the_header(tmp_path):
         "VSYNC_ENODAEMON", "VSYNC_EACCES", "VSYNC_ECONNECT", "VSYNC_ECONNLOST", "VSYNC_EREFUSED", "VSYNC_ENODISPLAY",
         "VSYNC_EDISPLAYGONE", "VSYNC_EREQUEST", "VSYNC_EPROTO", "VSYNC_EINVAL", "VSYNC_ENOMEM", "VSYNC_ETIMEDOUT",
         "VSYNC_ENOTCONN", "VSYNC_EBUSY", "VSYNC_FRAME_HARDWARE", "VSYNC_FRAME_PREDICTED", "VSYNC_FRAME_SYNTHETIC",
-        "VSYNC_FRAME_VARIABLE", "VSYNC_DISPLAY_VARIABLE_REFRESH_CHANGED", "VSYNC_DISPLAY_FLAG_VARIABLE",
+        "VSYNC_FRAME_VARIABLE", "VSYNC_FRAME_MODEL_TIMED", "VSYNC_DISPLAY_VARIABLE_REFRESH_CHANGED", "VSYNC_DISPLAY_FLAG_VARIABLE",
         "VSYNC_DISPLAY_FLAG_VARIABLE_CAPABLE",
         "VSYNC_DISPLAY_MODE_CHANGED", "VSYNC_DISPLAY_OFF", "VSYNC_DISPLAY_ON", "VSYNC_DISPLAY_WAITING",
         "VSYNC_DISPLAY_STATE_OFF", "VSYNC_DISPLAY_STATE_ON", "VSYNC_DISPLAY_FLAG_HARDWARE_CLOCK",
@@ -204,3 +204,23 @@ def test_frames_whose_work_overruns_are_app_deadline_missed(daemon):
         # A frame is judged once.
         with pytest.raises(vsync.InvalidArgumentError):
             link.frame_done(frame)
+
+
+def test_hardware_ticks_keep_frames_off_the_model_until_turned_off(sparse_daemon):
+    """Under sparse vblank sampling, hardware ticks keep the display's vblank events on: no frame is
+    model-timed over 150 frames, past the model's learning and a 2 s burst interval (without them
+    most are). Turned off on the running link, model-timed frames come."""
+    with vsync.Client(sparse_daemon) as client:
+        frames = []
+        link = client.link(frames.append)
+        link.set_hardware_ticks(True)
+        deadline = time.monotonic() + 10
+        while len(frames) < 150 and time.monotonic() < deadline:
+            client.dispatch(100)
+        assert len(frames) >= 150 and not any(f.model_timed for f in frames), frames
+        link.set_hardware_ticks(False)
+        frames.clear()
+        deadline = time.monotonic() + 10
+        while not any(f.model_timed for f in frames) and time.monotonic() < deadline:
+            client.dispatch(100)
+        assert any(f.model_timed for f in frames), frames

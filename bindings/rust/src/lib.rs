@@ -320,6 +320,13 @@ impl<'c> Link<'c> {
         self.check(unsafe { sys::vsync_link_set_predict_while_off(self.raw.as_ptr(), on) })
     }
 
+    /// Every frame from a real vblank, never flagged model-timed, even under vsyncd's sparse
+    /// vblank sampling (protocol 6). It keeps the display's vblank interrupt on (a laptop panel
+    /// cannot self-refresh): for a frame-timing tool or a test, not for apps.
+    pub fn set_hardware_ticks(&self, on: bool) -> Result<(), Error> {
+        self.check(unsafe { sys::vsync_link_set_hardware_ticks(self.raw.as_ptr(), on) })
+    }
+
     /// Page only: the link gets no frames; vsyncd keeps its display's record on the timing page
     /// current, for [`Client::display_timing`] and the app's own timer (protocol 5).
     pub fn set_page_only(&self, page_only: bool) -> Result<(), Error> {

@@ -33,6 +33,7 @@ pub const VSYNC_FRAME_HARDWARE: u32 = 1;
 pub const VSYNC_FRAME_PREDICTED: u32 = 2;
 pub const VSYNC_FRAME_SYNTHETIC: u32 = 4;
 pub const VSYNC_FRAME_VARIABLE: u32 = 8;
+pub const VSYNC_FRAME_MODEL_TIMED: u32 = 16;
 
 pub const VSYNC_DISPLAY_MODE_CHANGED: u32 = 1;
 pub const VSYNC_DISPLAY_OFF: u32 = 2;
@@ -218,6 +219,7 @@ extern "C" {
     pub fn vsync_link_set_rate(link: *mut vsync_link, min_fps: f64, max_fps: f64, preferred_fps: f64) -> c_int;
     pub fn vsync_link_set_work_duration(link: *mut vsync_link, ns: u64) -> c_int;
     pub fn vsync_link_set_predict_while_off(link: *mut vsync_link, on: bool) -> c_int;
+    pub fn vsync_link_set_hardware_ticks(link: *mut vsync_link, on: bool) -> c_int;
     pub fn vsync_link_set_paused(link: *mut vsync_link, paused: bool) -> c_int;
     pub fn vsync_link_set_display_callback(link: *mut vsync_link, func: vsync_display_fn) -> c_int;
     pub fn vsync_link_set_error_callback(link: *mut vsync_link, func: vsync_error_fn) -> c_int;

@@ -92,6 +92,13 @@ impl Frame {
     pub fn is_variable(&self) -> bool {
         self.flags & sys::VSYNC_FRAME_VARIABLE != 0
     }
+
+    /// The display is on but vsyncd samples its vblanks sparsely (protocol 6): `timestamp_ns`
+    /// is the refresh model's prediction of the vblank `sequence` counts. Never with
+    /// [`Link::set_hardware_ticks`](crate::Link::set_hardware_ticks).
+    pub fn is_model_timed(&self) -> bool {
+        self.flags & sys::VSYNC_FRAME_MODEL_TIMED != 0
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -25,6 +25,11 @@ fn vsyncd_binary() -> PathBuf {
 
 impl Daemon {
     fn start(name: &str) -> Daemon {
+        Daemon::start_with(name, &[])
+    }
+
+    /// With more of vsyncd's options.
+    fn start_with(name: &str, extra: &[&str]) -> Daemon {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("vsyncd-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -32,6 +37,7 @@ impl Daemon {
         let child = Command::new(vsyncd_binary())
             .args(["--source", "timer:60", "--log-level", "warning", "--socket"])
             .arg(&socket)
+            .args(extra)
             .stdout(Stdio::null())
             .spawn()
             .expect("cannot start vsyncd");
@@ -238,4 +244,21 @@ fn frames_whose_work_overruns_are_app_deadline_missed() {
     assert!(matches!(again, Err(vsync::Error::InvalidArgument(_))), "{again:?}");
     let blank = link.frame_done(&vsync::Frame::default(), 0);
     assert!(matches!(blank, Err(vsync::Error::InvalidArgument(_))), "{blank:?}");
+}
+
+/// Under sparse vblank sampling, hardware ticks keep the display's vblank events on: no frame is
+/// model-timed over 150 frames, past the model's learning and a 2 s burst interval (without them
+/// most are). Turned off on the running link, model-timed frames come.
+#[test]
+fn hardware_ticks_keep_frames_off_the_model_until_turned_off() {
+    let daemon = Daemon::start_with("hardware", &["--vblank-sampling", "sparse"]);
+    let client = vsync::Client::connect(Some(&daemon.socket)).unwrap();
+    let frames = RefCell::new(Vec::new());
+    let link = client.link(None, |f: &vsync::Frame| frames.borrow_mut().push(*f)).unwrap();
+    link.set_hardware_ticks(true).unwrap();
+    dispatch_until(&client, || frames.borrow().len() >= 150);
+    assert!(frames.borrow().iter().all(|f| !f.is_model_timed()), "{:?}", frames.borrow());
+    link.set_hardware_ticks(false).unwrap();
+    frames.borrow_mut().clear();
+    dispatch_until(&client, || frames.borrow().iter().any(|f| f.is_model_timed()));
 }

@@ -276,6 +276,12 @@ class Link(_Handle):
     def set_predict_while_off(self, on):
         self._call(lib().vsync_link_set_predict_while_off(self._raw, bool(on)))
 
+    def set_hardware_ticks(self, on):
+        """Every frame from a real vblank, never model-timed, even under vsyncd's sparse vblank
+        sampling (protocol 6). Keeps the display's vblank interrupt on (a laptop panel cannot
+        self-refresh): for a frame-timing tool or a test, not for apps."""
+        self._call(lib().vsync_link_set_hardware_ticks(self._raw, bool(on)))
+
     def set_page_only(self, on):
         """Page only: no frames; vsyncd keeps the display's record on the timing page current."""
         self._call(lib().vsync_link_set_page_only(self._raw, bool(on)))

@@ -14,7 +14,7 @@ ENODISPLAY, EDISPLAYGONE, EREQUEST, EPROTO, EINVAL = 19, 6, 121, 71, 22
 ENOMEM, ETIMEDOUT, ENOTCONN, EBUSY = 12, 110, 107, 16
 ENOPAGE, ENOTONPAGE, EAGAIN = 61, 2, 11  # the timing page (protocol 5): ENODATA, ENOENT, EAGAIN
 
-FRAME_HARDWARE, FRAME_PREDICTED, FRAME_SYNTHETIC, FRAME_VARIABLE = 1, 2, 4, 8
+FRAME_HARDWARE, FRAME_PREDICTED, FRAME_SYNTHETIC, FRAME_VARIABLE, FRAME_MODEL_TIMED = 1, 2, 4, 8, 16
 DISPLAY_MODE_CHANGED, DISPLAY_OFF, DISPLAY_ON, DISPLAY_WAITING = 1, 2, 3, 256
 DISPLAY_VARIABLE_REFRESH_CHANGED = 6
 DISPLAY_STATE_OFF, DISPLAY_STATE_ON = 0, 1
@@ -90,6 +90,7 @@ _SIGNATURES = {
     "vsync_link_set_rate": (c_int, [c_void_p, ctypes.c_double, ctypes.c_double, ctypes.c_double]),
     "vsync_link_set_work_duration": (c_int, [c_void_p, c_uint64]),
     "vsync_link_set_predict_while_off": (c_int, [c_void_p, ctypes.c_bool]),
+    "vsync_link_set_hardware_ticks": (c_int, [c_void_p, ctypes.c_bool]),
     "vsync_link_set_paused": (c_int, [c_void_p, ctypes.c_bool]),
     "vsync_link_set_display_callback": (c_int, [c_void_p, DISPLAY_FN]),
     "vsync_link_set_error_callback": (c_int, [c_void_p, ERROR_FN]),

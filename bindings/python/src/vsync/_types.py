@@ -35,6 +35,12 @@ class Frame:
         """Variable refresh is on: target and timelines are the earliest the vblanks can come."""
         return bool(self.flags & _lib.FRAME_VARIABLE)
 
+    @property
+    def model_timed(self):
+        """The display is on but vsyncd samples its vblanks sparsely (protocol 6): the timestamp
+        is the refresh model's prediction. Never with Link.set_hardware_ticks(True)."""
+        return bool(self.flags & _lib.FRAME_MODEL_TIMED)
+
     @classmethod
     def _from(cls, f):
         count = min(f.timeline_count, 4)
