@@ -28,6 +28,9 @@ extension HangDetectorTests {
         defer { detector.stop() }
 
         let calls = Atomic<Int>(0)
+        // Set once vsyncd runs again: the frame that hangs, ten after the stop whatever the load
+        // (not the delivered-late one, whose reason the hang would also make late).
+        let hangAt = Atomic<Int>(.max)
         // Each callback's target vblank and when its work began; the frame that slept.
         let begun = Mutex<[(target: UInt64, ns: UInt64)]>([])
         let slept = Mutex<UInt64?>(nil)
@@ -47,7 +50,7 @@ extension HangDetectorTests {
                     if until > now { usleep(UInt32((until - now) / 1000)) }
                     slept.withLock { $0 = frame.targetSequence }
                 }
-                if n == 60 {
+                if n == hangAt.load(ordering: .relaxed) {
                     let (start, end) = simulatedHangInKnownFunction(milliseconds: Self.hangMs)
                     log.append(.hangReturned(startNs: start, endNs: end))
                 }
@@ -66,8 +69,10 @@ extension HangDetectorTests {
         usleep(50_000)  // the fault itself: how long vsyncd stays stopped
         let continued = monotonicNowNs()
         kill(daemon.pid, SIGCONT)
+        let callsAtContinue = calls.load(ordering: .relaxed)
+        hangAt.store(callsAtContinue + 10, ordering: .relaxed)
         #expect(log.waitForEnded(), "the hang never ended in the detector's eyes")
-        #expect(await eventually(timeout: 5) { calls.load(ordering: .relaxed) >= 80 })
+        #expect(await eventually(timeout: 5) { calls.load(ordering: .relaxed) >= callsAtContinue + 30 })
         monitor.invalidate()
 
         let frames = late.withLock { $0 }
