@@ -137,14 +137,7 @@ extension HangDetectorTests {
     }
 
     static func decodeTrace(bytes: [UInt8]) throws -> [TracePacket] {
-        let protos = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Perfetto/protos")
-        let text = try Protoc.run(
-            [
-                "--decode=perfetto.protos.Trace", "-I", protos.path,
-                protos.appendingPathComponent("frameworks_native_trace_packet.proto").path,
-            ], input: bytes)
-        return Protoc.packets(text).map(parse)
+        Protoc.packets(try Protoc.run(perfettoDefinitions, input: bytes)).map(parse)
     }
 
     /// The uuid of the track `hangs <context>`, which must be declared once, in this process's group.
