@@ -78,8 +78,8 @@ extension Server {
 
     /// The display's vblank requests ran out while wanted and were queued afresh (a late read):
     /// its phase may have moved with the interrupt's restart. Sampling continuously (in either
-    /// mode), the next vblank is checked; in a burst, the burst starts over with its whole queue, and the model ticks
-    /// until its judged vblank, as at any burst's start.
+    /// mode), the next vblank is checked; in a burst, the burst starts over with its whole
+    /// queue, and the model ticks until its judged vblank, as at any burst's start.
     func requeued(_ d: Display) {
         // One interrupt stamp cannot tell a moved phase from its own latency.
         guard d.model.sampleCount > 0, d.model.timestampSource == .scanout else { return }

@@ -94,7 +94,7 @@ extension Server {
             if modeChangedUnderOutlier(d) {
                 guard d.state == .on, displays.isListed(d), !d.isVariable else { return }
                 d.model.seed(sequence: sequence, timestampNs: timestampNs)
-                d.modeSetTail = nil  // off the old grid, so the new mode's first vblank
+                d.modeSetTail = nil  // an outlier is off the old grid: the new mode has begun
             }
         case .accepted: break
         }
