@@ -107,12 +107,18 @@ struct LibvsyncQtTests {
         }
     }
 
+    /// Screen names for vsyncd's HDMI-A-1 and DP-1: as Wayland compositors and eglfs give them
+    /// (the kernel's), as X servers' RandR does with the modesetting driver and Intel's older one,
+    /// and as with amdgpu's (counting from 0).
+    static let screenNames: [(hdmi: String, dp: String)] = [("HDMI-A-1", "DP-1"), ("HDMI-1", "DP1"), ("HDMI-A-0", "DisplayPort-0")]
+
     /// Two displays (a replayed trace, flagged synthetic like the timer source) at 144 and
-    /// 75 Hz, named as Wayland and eglfs name screens; the offscreen platform gets screens of
-    /// those names and one vsyncd does not know. The window moves between them: the driver
-    /// follows, to the screen's own display, or to vsyncd's primary for the unknown one.
-    @Test(.timeLimit(.minutes(3)))
-    func theDriverFollowsTheWindowToTheDisplayItIsOn() throws {
+    /// 75 Hz; the offscreen platform gets screens named as each windowing system names them, and
+    /// one vsyncd does not know. The window moves between them: the driver follows, to the
+    /// screen's own display, or to vsyncd's primary for the unknown one.
+    @Test(.timeLimit(.minutes(3)), arguments: 0..<screenNames.count)
+    func theDriverFollowsTheWindowToTheDisplayItIsOn(names: Int) throws {
+        let (hdmiName, dpName) = Self.screenNames[names]
         let dir = try LibvsyncTests.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let check = try AdapterCheck.build("qt-check.cpp", modules: ["Qt6Quick"], in: dir)
@@ -122,8 +128,8 @@ struct LibvsyncQtTests {
         let config = dir.appendingPathComponent("screens.json")
         try """
             {"screens": [
-              {"name": "HDMI-A-1", "x": 0, "y": 0, "width": 1920, "height": 1080, "logicalDpi": 96},
-              {"name": "DP-1", "x": 1920, "y": 0, "width": 2560, "height": 1440, "logicalDpi": 96},
+              {"name": "\(hdmiName)", "x": 0, "y": 0, "width": 1920, "height": 1080, "logicalDpi": 96},
+              {"name": "\(dpName)", "x": 1920, "y": 0, "width": 2560, "height": 1440, "logicalDpi": 96},
               {"name": "Elsewhere-1", "x": 4480, "y": 0, "width": 1024, "height": 768, "logicalDpi": 96}
             ]}
             """.write(to: config, atomically: true, encoding: .utf8)
@@ -136,7 +142,7 @@ struct LibvsyncQtTests {
         let hdmi = try ticks.subscribe(2, fps: 75, selector: .connector("HDMI-A-1"))
         let primary = try ticks.subscribe(3, fps: 144, selector: .primary)
         try #require(primary.displayID != hdmi.displayID, "the fallback must be told apart from HDMI-A-1")
-        let path = ["HDMI-A-1", "DP-1", "Elsewhere-1", "HDMI-A-1"]
+        let path = [hdmiName, dpName, "Elsewhere-1", hdmiName]
         let expected: [(selector: String, display: Subscribed)] = [("HDMI-A-1", hdmi), ("DP-1", dp), ("primary", primary), ("HDMI-A-1", hdmi)]
         let perLeg = 12
         let run = try AdapterCheck.run([check, "follow", daemon.socketPath, "\(perLeg)"] + path,

@@ -20,10 +20,12 @@
  * milliseconds; elapsed() is measured from the driver's start, so the truncation never adds up.
  *
  * The display: the vsyncd display whose connector name is the window's QScreen::name() (as
- * Wayland compositors and eglfs name screens: "HDMI-A-1", "DP-1"), else vsyncd's primary
- * display; it follows QWindow::screenChanged. While Qt runs no animation the link is paused, so
- * the fd stays silent and the event loop sleeps. The driver and its window belong to one thread
- * (Qt's animation drivers are per thread): the one that created and installed it.
+ * Wayland compositors and eglfs name screens: "HDMI-A-1", "DP-1"), or whose X11 RandR output
+ * name it is (the X drivers' names for HDMI-A-1: "HDMI-1", "HDMI1", or "HDMI-A-0" from amdgpu
+ * and radeon), else vsyncd's primary display; it follows QWindow::screenChanged. While Qt runs
+ * no animation the link is paused, so the fd stays silent and the event loop sleeps. The driver
+ * and its window belong to one thread (Qt's animation drivers are per thread): the one that
+ * created and installed it.
  */
 #ifndef VSYNC_VSYNC_QT_H
 #define VSYNC_VSYNC_QT_H
@@ -37,6 +39,7 @@
 #include <QtCore/QPointer>
 #include <QtCore/QSocketNotifier>
 #include <QtCore/QString>
+#include <QtGui/QGuiApplication>
 #include <QtGui/QScreen>
 #include <QtGui/QWindow>
 
@@ -184,16 +187,60 @@ private:
         if (frameCallback_) frameCallback_(frame_);
     }
 
-    /* vsyncd's display named as the screen is, else the primary one. */
+    /* vsyncd's display named as the screen is, else the one whose X11 name it is (if only one
+     * is), else the primary one. */
     QByteArray selectorFor(QScreen *screen) {
-        if (screen != nullptr) {
-            const QByteArray name = screen->name().toUtf8();
-            vsync_display displays[VSYNC_MAX_DISPLAYS];
-            const int n = vsync_client_get_displays(client_, displays, VSYNC_MAX_DISPLAYS, sizeof displays[0]);
-            for (int i = 0; i < std::min(n, VSYNC_MAX_DISPLAYS); i++)
-                if (!name.isEmpty() && name == displays[i].name) return name;
+        if (screen == nullptr) return QByteArrayLiteral("primary");
+        const QByteArray name = screen->name().toUtf8();
+        vsync_display displays[VSYNC_MAX_DISPLAYS];
+        const int n = std::min(vsync_client_get_displays(client_, displays, VSYNC_MAX_DISPLAYS, sizeof displays[0]),
+                               VSYNC_MAX_DISPLAYS);
+        const bool fromZero = randROutputsCountFromZero();
+        for (int i = 0; i < n && !fromZero; i++)
+            if (!name.isEmpty() && name == displays[i].name) return name;
+        QByteArray found;
+        for (int i = 0; i < n; i++) {
+            if (!isRandROutputName(name, displays[i].name, fromZero)) continue;
+            if (!found.isEmpty()) return QByteArrayLiteral("primary"); // two candidates: neither is sure
+            found = displays[i].name;
         }
-        return QByteArrayLiteral("primary");
+        return found.isEmpty() ? QByteArrayLiteral("primary") : found;
+    }
+
+    /* The amdgpu and radeon X drivers number each kind of output from 0 ("HDMI-A-0",
+     * "DisplayPort-0") where the kernel counts from 1: their names give them away. */
+    static bool randROutputsCountFromZero() {
+        for (QScreen *s : QGuiApplication::screens()) {
+            const QString name = s->name();
+            if (name.endsWith(QLatin1String("-0")) || name.startsWith(QLatin1String("DisplayPort-"))) return true;
+        }
+        return false;
+    }
+
+    /* Whether an X server names the kernel's connector `connector` as `output`. X11 screens
+     * carry RandR output names, which are not the kernel's: the modesetting driver (Intel,
+     * nouveau and most others today) calls HDMI-A-1 "HDMI-1" and Unknown-1 "None-1"; Intel's
+     * older driver drops the dashes and the connector's variant ("HDMI1", "DVI1", "DP1");
+     * amdgpu's and radeon's ("fromZero") call it "HDMI-A-0", and DP-1 "DisplayPort-0". */
+    static bool isRandROutputName(const QByteArray &output, const char *connector, bool fromZero) {
+        const QByteArray kernel(connector);
+        const qsizetype dash = kernel.lastIndexOf('-');
+        if (output.isEmpty() || dash <= 0) return false;
+        QByteArray type = kernel.left(dash);
+        const QByteArray id = kernel.mid(dash + 1);
+        if (fromZero) {
+            bool ok = false;
+            const int number = id.toInt(&ok);
+            if (!ok || number < 1) return false;
+            if (type == "DP") type = "DisplayPort";
+            return output == type + '-' + QByteArray::number(number - 1);
+        }
+        if (type == "HDMI-A") type = "HDMI";
+        else if (type == "Unknown") type = "None";
+        if (output == type + '-' + id) return true;
+        if (type.startsWith("DVI-")) type = "DVI";
+        if (type.startsWith("HDMI-")) type = "HDMI";
+        return output == type + id;
     }
 
     void follow(QScreen *screen) {
