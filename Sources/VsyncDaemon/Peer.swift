@@ -6,9 +6,9 @@ import VsyncCore
 struct Peer {
     var pid: Int32
     var identity: PeerIdentity
-    /// From `/proc/PID/root/.flatpak-info` (`lookUpAppID`); nil for a process outside a sandbox,
-    /// when the daemon may not look into the client's root (another user, without
-    /// CAP_SYS_PTRACE), or before it was looked up.
+    /// From `/proc/PID/root/.flatpak-info`, else the name of the Flatpak app's systemd scope in
+    /// `/proc/PID/cgroup` (`lookUpAppID`); nil for a process outside a sandbox, or before it was
+    /// looked up.
     var appID: String?
 
     var uid: UInt32 { identity.uid }
@@ -52,15 +52,21 @@ struct Peer {
         return []
     }
 
-    /// The app id in the client's sandbox root. The pid may have been reused by the time it is
-    /// read (PipeWire has the same window); it names the client in logs and counts it against an
-    /// app's share, but never grants access. Read only where no FUSE mount could stall the read.
+    /// The app id in the client's sandbox root, else in its systemd scope's name: the packaged
+    /// unit's dynamic user may not enter another user's root, but may read its cgroup. The pid
+    /// may have been reused by the time it is read (PipeWire has the same window); it names the
+    /// client in logs and counts it against an app's share, but never grants access. The root is
+    /// read only where no FUSE mount could stall the read; the kernel answers the cgroup alone.
     private static func appID(pid: Int32) -> String? {
-        guard pid > 0, let mounts = readSmall("/proc/\(pid)/mountinfo", limit: 1 << 18),
+        guard pid > 0 else { return nil }
+        if let mounts = readSmall("/proc/\(pid)/mountinfo", limit: 1 << 18),
             FlatpakInfo.isSafeToRead(mountinfo: mounts),
-            let info = readSmall("/proc/\(pid)/root/.flatpak-info", limit: 8192)
-        else { return nil }
-        return FlatpakInfo.applicationName(in: info)
+            let info = readSmall("/proc/\(pid)/root/.flatpak-info", limit: 8192),
+            let name = FlatpakInfo.applicationName(in: info)
+        {
+            return name
+        }
+        return readSmall("/proc/\(pid)/cgroup", limit: 8192).flatMap(FlatpakInfo.applicationName(inCgroup:))
     }
 
     /// Up to `limit` bytes of a file (a regular file only: never a FIFO or a device), or nil.

@@ -86,6 +86,14 @@ for c in full half; do
   sed "s/^/@@$c.err /" /tmp/$c.err
 done
 
+# A Flatpak app as the packaged unit sees it: a process in the systemd scope `flatpak run` asks
+# for, named after its app id, whose root the dynamic user may not enter. The log names the app.
+systemd-run --quiet --scope --unit="app-flatpak-org.example.Sandboxed-$$.scope" -- \
+  "${as_user[@]}" /usr/bin/vsync-probe follow --frames 3 --timeout 30 >/tmp/scoped.out 2>&1
+status=$?
+line=$(journalctl -u vsyncd.service -o cat --no-pager | grep -m 1 "client connected: .* app org.example.Sandboxed ")
+[ "$status" -eq 0 ] && [ -n "$line" ]; check flatpak-scope-app-id $? "${line:-exit $status, no line names the app: $(tail -n 1 /tmp/scoped.out)}"
+
 # Who may connect, while the daemon still runs. card0 is root:video 0660 with no ACL: a user in
 # no group, with no session, is refused with the daemon's line (the socket itself is 0666). The
 # ACL entry logind's uaccess gives the active seat's user lets it in; taking the entry away, as

@@ -16,7 +16,7 @@ struct SystemdVMTests {
         "socket-listening", "socket-mode", "no-daemon-before-a-client", "socket-activation",
         "ready-and-status", "dynamic-user", "group-video", "realtime-rr-1", "device-open", "mode-change",
         "watchdog-kept-alive", "journal-has-the-daemon", "no-sigsys", "clean-stop",
-        "no-session-refused", "seat-acl-ticks", "session-ended-refused", "refusal-logged",
+        "flatpak-scope-app-id", "no-session-refused", "seat-acl-ticks", "session-ended-refused", "refusal-logged",
         "denied-device-one-line", "denied-device-not-active", "security-exposure",
     ]
     static let seconds = 60

@@ -114,6 +114,23 @@ struct NodeAccessTests {
         #expect(FlatpakInfo.applicationName(in: "[Application]\nnames=x\n") == nil)
     }
 
+    /// What `/proc/PID/cgroup` says of a Flatpak app's process (the scope `flatpak run` asks
+    /// systemd for, under the user's manager), on a cgroup v2 system and on a hybrid one.
+    @Test func theAppsSystemdScopeNamesTheApplication() {
+        let scope = "user.slice/user-1000.slice/user@1000.service/app.slice"
+        #expect(FlatpakInfo.applicationName(inCgroup: "0::/\(scope)/app-flatpak-org.gnome.Calculator-4242.scope\n") == "org.gnome.Calculator")
+        let hybrid = "12:pids:/user.slice\n1:name=systemd:/\(scope)/app-flatpak-com.valvesoftware.Steam-77.scope\n0::/\n"
+        #expect(FlatpakInfo.applicationName(inCgroup: hybrid) == "com.valvesoftware.Steam")
+        #expect(FlatpakInfo.applicationName(inCgroup: "0::/\(scope)/app-flatpak-org.example.my\\x2dgame-9.scope\n") == "org.example.my-game",
+                "the unit name's escaped dash")
+        #expect(FlatpakInfo.applicationName(inCgroup: "0::/\(scope)/app-gnome-firefox-1234.scope\n") == nil, "a desktop's launch scope is no sandbox")
+        #expect(FlatpakInfo.applicationName(inCgroup: "0::/\(scope)/app-flatpak-org.a.B-12.scope/sub\n") == nil, "a cgroup below the scope is not named by it")
+        #expect(FlatpakInfo.applicationName(inCgroup: "0::/\(scope)/app-flatpak-org.a.B.scope\n") == nil, "no pid after the id")
+        #expect(FlatpakInfo.applicationName(inCgroup: "0::/\(scope)/app-flatpak-org.a\\x1b[31m-12.scope\n") == nil, "control characters")
+        #expect(FlatpakInfo.applicationName(inCgroup: "0::/\(scope)/app-flatpak-org.a\\xZZ-12.scope\n") == nil, "a broken escape")
+        #expect(FlatpakInfo.applicationName(inCgroup: "0::/system.slice/vsyncd.service\n") == nil)
+    }
+
     /// A bubblewrap sandbox's mountinfo as the kernel printed it here (tmpfs root, the info file
     /// bound from ext4), then the same with the file on FUSE, and a root on FUSE.
     static let sandboxMounts = """
