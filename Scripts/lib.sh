@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Shared helpers for the scripts in Scripts/. Sourced, not run.
-log() { echo "[$(basename "$0")] $*" >&2; }
+# Each line says how long its script has run (bash counts SECONDS), so a slow step shows in a log.
+log() { echo "[$(basename "$0") ${SECONDS}s] $*" >&2; }
 die() { echo "$(basename "$0"): $*" >&2; exit 1; }
 
 # Whether apt's package lists offer every package named (a candidate version for each). On a
