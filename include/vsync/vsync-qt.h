@@ -181,7 +181,10 @@ private:
         vsync_client_dispatch(client_, 0);
         if (!newFrame_ || !isRunning()) return;
         const uint64_t ts = frame_.timestamp_ns;
-        const qint64 ms = ts > startNs_ ? qint64((ts - startNs_) / 1000000) : 0;
+        // A vblank from before start() (its tick was sent late, on a busy machine) starts the
+        // clock: measured from start(), the next frame would move less than its interval.
+        startNs_ = std::min(startNs_, ts);
+        const qint64 ms = qint64((ts - startNs_) / 1000000);
         elapsedMs_ = std::max(elapsedMs_, ms);
         advance();
         if (frameCallback_) frameCallback_(frame_);
