@@ -5,12 +5,13 @@
 #
 #   Benchmarks/tick-callgrind.sh [VSYNCD] [N] [SECONDS]   # defaults: .build/release/vsyncd 100 10
 #   KEEP=1 Benchmarks/tick-callgrind.sh ...                 # keeps callgrind's output and annotation
+#   SAMPLING=sparse Benchmarks/tick-callgrind.sh ...        # vsyncd --vblank-sampling sparse
 #
 # Compare two builds by running it on each with the same N and SECONDS (the instruction
 # counts in docs/PERFORMANCE.md). The timer source does not read DRM: the DRM read path's
 # share is not in these counts.
 set -u
-bin=${1:-.build/release/vsyncd}; n=${2:-100}; secs=${3:-10}
+bin=${1:-.build/release/vsyncd}; n=${2:-100}; secs=${3:-10}; sampling=${SAMPLING:-continuous}
 # The raw client: beside VSYNCD if one is there, else the Benchmarks package's release build.
 client=$(dirname "$bin")/vsync-bench-client
 [ -x "$client" ] || client=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/.build/release/vsync-bench-client
@@ -21,6 +22,7 @@ command -v valgrind >/dev/null || { echo "tick-callgrind: valgrind missing: apt-
 dir=$(mktemp -d /tmp/tick-callgrind.XXXXXX)
 sock=$dir/vsyncd.sock
 valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" "$bin" --source timer:240 --socket "$sock" \
+  --vblank-sampling "$sampling" \
   --max-clients-per-user $((n + 8)) --max-subscriptions-per-user $((2 * n + 8)) >"$dir/vsyncd.log" 2>&1 &
 vpid=$!
 for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.1; done
@@ -39,5 +41,11 @@ total=$(grep "PROGRAM TOTALS" "$a" | awk '{gsub(",","",$1); print $1}')
 read -r ir calls < <(grep -E "=> .*6ServerC6vblank_8sequence11timestampNs.*\(" "$a" | sed -E 's/^ *([0-9,]+).*\(([0-9,]+)x\).*/\1 \2/' | tr -d , | awk '{i+=$1; c+=$2} END {print i+0, c+0}')
 set -- "$ir" "$calls"
 [ "${2:-0}" -gt 0 ] || { echo "tick-callgrind: no Server.vblank calls found (see $a)" >&2; exit 1; }
-echo "N $n, ${secs} s at 240 Hz: Server.vblank $2 calls, $(( $1 / $2 )) Ir per vblank; whole program $(( total / $2 )) Ir per vblank"
+echo "N $n, ${secs} s at 240 Hz, $sampling sampling: Server.vblank $2 calls, $(( $1 / $2 )) Ir per vblank; whole program $(( total / $2 )) Ir per vblank"
+# Sparse sampling ticks from the pacing timer (Server.wake, once per frame) and reads vblanks
+# only in bursts: there the tick path's figure is Server.wake's, per frame ticked.
+if [ "$sampling" = sparse ]; then
+  read -r wir wakes < <(grep -E "=> .*6ServerC4wakeyyF.*\(" "$a" | sed -E 's/^ *([0-9,]+).*\(([0-9,]+)x\).*/\1 \2/' | tr -d , | awk '{i+=$1; c+=$2} END {print i+0, c+0}')
+  [ "${wakes:-0}" -gt 0 ] && echo "  Server.wake $wakes calls (frames ticked from the model), $(( wir / wakes )) Ir per frame"
+fi
 if [ -n "${KEEP:-}" ]; then echo "kept $dir"; else rm -rf "$dir"; fi

@@ -47,7 +47,7 @@ extension Display {
         if isVariable, let last = model.newest {
             return variableTiming.earliest(sequence: sequence, after: last)
         }
-        return model.predictedTimestamp(forSequence: sequence)
+        return model.line.predictedTimestamp(forSequence: sequence)
     }
 }
 

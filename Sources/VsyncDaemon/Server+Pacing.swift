@@ -20,7 +20,7 @@ extension Server {
         let s = FramePacing.latestVBlank(atOrBefore: now, atLeast: last.sequence, periodNs: d.model.periodNs) {
             d.predictedTimestamp(forSequence: $0)
         }
-        return (s, d.model.predictedTimestamp(forSequence: s))
+        return (s, d.model.line.predictedTimestamp(forSequence: s))
     }
 
     /// Recomputes the display's paced wakes from its model (after a vblank, or a change to a

@@ -31,7 +31,7 @@ extension Server {
     /// or predicted on the old grid from it on. Not a model restart: no generation.
     func judgeSample(_ d: Display, sequence: UInt64, timestampNs: UInt64) -> Bool {
         guard d.model.sampleCount > 0 else { return true }
-        let predicted = d.model.predictedTimestamp(forSequence: sequence)
+        let predicted = d.model.line.predictedTimestamp(forSequence: sequence)
         let wasContinuous = d.sampling.state == .continuous
         switch d.sampling.judge(timestampNs: timestampNs, predictedNs: predicted) {
         case .drop:

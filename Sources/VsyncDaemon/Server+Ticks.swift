@@ -112,7 +112,7 @@ extension Server {
         }
         let flags: TickFlags = source.isSynthetic ? .synthetic : .hardwareTimestamp
         sendTicks(d, sequence: sequence, timestampNs: timestampNs, flags: flags, intervalNs: d.periodNs) {
-            d.model.predictedTimestamp(forSequence: $0)
+            d.model.line.predictedTimestamp(forSequence: $0)
         }
         if sparse { sampled(d, timestampNs: timestampNs) }
     }

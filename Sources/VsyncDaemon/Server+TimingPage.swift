@@ -81,7 +81,7 @@ extension Server {
                 // The line through the model's fit at the newest vblank: interrupt-stamped
                 // displays put it before the late stamp, on the true grid.
                 v.anchor_sequence = last.sequence
-                v.anchor_ns = d.model.predictedTimestamp(forSequence: last.sequence)
+                v.anchor_ns = d.model.line.predictedTimestamp(forSequence: last.sequence)
                 let period = VBlankTiming.split(periodNs: d.model.periodNs)
                 v.period_ns = period.whole
                 v.period_frac = period.fraction

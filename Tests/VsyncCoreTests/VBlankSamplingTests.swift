@@ -154,6 +154,26 @@ struct VBlankSamplingTests {
         #expect(crtc.sampling.wantsVBlank)
     }
 
+    @Test("a burst re-anchored on a stray stamp, its next vblank on the real grid: events stay on until the model agrees again")
+    func strayReanchorIsNotSleptOn() {
+        var crtc = FakeScriptedCRTC()
+        var s = crtc.runUntilAsleep(from: base)
+        let started = crtc.sampling.startBurstIfDue(nowNs: crtc.sampling.nextBurstNs!)
+        #expect(started)
+        s += 120
+        crtc.phaseNs = 9_000_000
+        _ = crtc.feed([s])  // dropped: the first after the enable
+        crtc.phaseNs = 7_700_000  // a stray stamp: the grid moves onto it
+        _ = crtc.feed([s + 1])
+        crtc.phaseNs = 0  // the display's grid never moved
+        var k: UInt64 = 2
+        while k < 400, !crtc.vblank(s + k) { k += 1 }
+        // Before, the model still read as confident and events stopped at once, leaving every
+        // predicted tick 7.7 ms off until the next burst.
+        #expect(k > 2 && k < 400, "events stopped after vblank \(k) of the burst")
+        for j in 1...8 { #expect(abs(crtc.predictionError(s + k + UInt64(j))) <= Int64(VBlankSampling.boundNs)) }
+    }
+
     @Test("the rate wanders 5 ppm after learning: a 2 s interval drifts 10 µs, within the bound")
     func drift() {
         var crtc = FakeScriptedCRTC()

@@ -37,8 +37,10 @@ public struct RefreshModel: Sendable {
     public let window: Int
     /// The period the caller gave (`init` or `reset`).
     public private(set) var nominalPeriodNs: Double
-    /// The current period estimate, ns.
-    public private(set) var periodNs: Double
+    /// The fitted line, the one state a prediction reads (`predictedTimestamp`).
+    public internal(set) var line: RefreshLine
+    /// The current period estimate, ns. Stored, so a read from another module is a field's.
+    public private(set) var periodNs: Double { didSet { line.periodNs = periodNs } }
     /// Vblanks never seen: the sum of sequence gaps between consecutive samples (stale and
     /// duplicate ones excluded). Kept across `reset`; the first sample after a reset opens
     /// no gap. A caller that stopped asking on purpose will see that pause counted here.
@@ -60,11 +62,7 @@ public struct RefreshModel: Sendable {
     private var sequences: [UInt64]
     private var timestamps: [UInt64]
     private var head = 0
-    private var count = 0
-    // Fitted line: timestamp(seq) = refTs + offsetNs + periodNs · (seq − refSeq); ref = newest.
-    private var refSeq: UInt64 = 0
-    private var refTs: UInt64 = 0
-    private var offsetNs = 0.0
+    // `count` and the line's reference point and offset live in `line` (RefreshLine.swift).
     // The least-squares line (the same as the fitted one unless the envelope is used):
     // outliers are judged against it, as before the envelope existed.
     private var centerPeriodNs: Double
@@ -90,6 +88,7 @@ public struct RefreshModel: Sendable {
         self.nominalPeriodNs = nominalPeriodNs
         self.priorPeriodNs = nominalPeriodNs
         self.periodNs = nominalPeriodNs
+        self.line = RefreshLine(periodNs: nominalPeriodNs)
         self.centerPeriodNs = nominalPeriodNs
         hullStack = Array(repeating: 0, count: self.window)
         upperHullStack = Array(repeating: 0, count: self.window)
@@ -136,8 +135,7 @@ public struct RefreshModel: Sendable {
 
     /// The fitted time of a vblank (past or future). 0 before the first sample.
     public func predictedTimestamp(forSequence sequence: UInt64) -> UInt64 {
-        guard count > 0 else { return 0 }
-        return offsetTimestamp(refTs, by: predictedOffset(sequence))
+        line.predictedTimestamp(forSequence: sequence)
     }
 
     /// Root mean square residual of the window's samples against the fit, ns (0 with < 2).
@@ -236,9 +234,7 @@ public struct RefreshModel: Sendable {
 
     private func agreesWithPrior(_ period: Double) -> Bool { abs(period - priorPeriodNs) <= Self.periodAgreement * priorPeriodNs }
 
-    private func predictedOffset(_ sequence: UInt64) -> Double {
-        offsetNs + periodNs * signedDelta(sequence, refSeq)
-    }
+    private func predictedOffset(_ sequence: UInt64) -> Double { line.predictedOffset(sequence) }
 
     /// Against the least-squares line: what outliers are judged by.
     private func residual(_ sequence: UInt64, _ timestamp: UInt64) -> Double {

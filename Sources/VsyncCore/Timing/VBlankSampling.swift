@@ -109,6 +109,10 @@ public struct VBlankSampling: Sendable, Equatable {
     /// Sampling continuously: the vblank requests ran out and were queued afresh (`requeued`),
     /// so the next vblank is judged for a moved phase before it is fed.
     public private(set) var rephasePending = false
+    /// Sent back to continuous sampling by a burst's vblank off the grid: the model may still
+    /// read as confident (one vblank is an outlier, not a restart), so events stay on until a
+    /// vblank lands within the bound of its prediction.
+    public private(set) var awaitingAgreement = false
 
     public init(mode: Mode) { self.mode = mode }
 
@@ -130,7 +134,14 @@ public struct VBlankSampling: Sendable, Equatable {
     /// Judges a real vblank against the model's prediction for its sequence (nil: no model
     /// yet) before it is fed. Only a burst's first vblank may move the grid.
     public mutating func judge(timestampNs: UInt64, predictedNs: UInt64?) -> Decision {
-        if state == .continuous { return rephase(timestampNs: timestampNs, predictedNs: predictedNs) }
+        if state == .continuous {
+            if awaitingAgreement, let predictedNs, predictedNs > 0,
+                Int64(bitPattern: timestampNs &- predictedNs).magnitude <= UInt64(Self.boundNs)
+            {
+                awaitingAgreement = false
+            }
+            return rephase(timestampNs: timestampNs, predictedNs: predictedNs)
+        }
         guard case .burst(let remaining, let judged, let settling) = state, let predictedNs else { return .feed }
         if settling > 0 {
             state = .burst(remaining: remaining, judged: judged, settling: settling - 1)
@@ -147,7 +158,10 @@ public struct VBlankSampling: Sendable, Equatable {
         }
         // A later vblank of the burst off the re-anchored grid: the rate is not what the model
         // says (or the mode changed). Learn again without a break.
-        if size > UInt64(Self.boundNs) { relearn() }
+        if size > UInt64(Self.boundNs) {
+            relearn()
+            awaitingAgreement = true
+        }
         return .feed
     }
 
@@ -198,6 +212,7 @@ public struct VBlankSampling: Sendable, Equatable {
         }
         switch state {
         case .continuous:
+            guard !awaitingAgreement else { return false }
             state = .asleep(nextBurstNs: timestampNs &+ Self.burstIntervalNs)
             return true
         case .burst(let remaining, let judged, _):
