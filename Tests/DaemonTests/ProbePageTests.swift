@@ -8,8 +8,9 @@ extension DisplayLinkTests.Daemon {
     struct PageRead: Decodable {
         var readNs: UInt64
         var generation: UInt32
-        var nextSequence: UInt64
-        var nextTimestampNs: UInt64
+        /// Absent while the display is not measured yet (no period on the page).
+        var nextSequence: UInt64?
+        var nextTimestampNs: UInt64?
         var periodNs: Double
         var lastSequence: UInt64
         var lastTimestampNs: UInt64
@@ -26,10 +27,11 @@ extension DisplayLinkTests.Daemon {
     /// real vblank (the timer's grid, to 1 µs).
     static func expectOnTheGrid(_ reads: [PageRead], periodNs: Double) {
         for r in reads {
-            let frames = Double(r.nextSequence - r.lastSequence)
+            guard let next = r.nextSequence, let nextNs = r.nextTimestampNs else { continue }
+            let frames = Double(next - r.lastSequence)
             let grid = Double(r.lastTimestampNs) + frames * periodNs
-            #expect(abs(Double(r.nextTimestampNs) - grid) < 1_000, "read at \(r.readNs): next \(r.nextSequence) off the grid by \(Double(r.nextTimestampNs) - grid) ns")
-            #expect(r.nextTimestampNs > r.readNs && Double(r.nextTimestampNs - r.readNs) <= periodNs + 1, "read at \(r.readNs): next at \(r.nextTimestampNs)")
+            #expect(abs(Double(nextNs) - grid) < 1_000, "read at \(r.readNs): next \(next) off the grid by \(Double(nextNs) - grid) ns")
+            #expect(nextNs > r.readNs && Double(nextNs - r.readNs) <= periodNs + 1, "read at \(r.readNs): next at \(nextNs)")
         }
     }
 
@@ -43,15 +45,21 @@ extension DisplayLinkTests.Daemon {
         let reads = Self.pageReads(result.stdout)
         try #require(reads.count == 30, "\(result.stdout)")
         #expect(!result.stdout.contains("\"seq\""), "a page-only client printed a tick")
-        #expect(reads.allSatisfy { $0.flags.contains("lit") && $0.flags.contains("current") && $0.flags.contains("synthetic") })
-        #expect(reads.allSatisfy { abs($0.periodNs - 1e9 / 60) < 1 }, "\(reads.map(\.periodNs))")
+        #expect(reads.allSatisfy { $0.flags.contains("lit") && $0.flags.contains("synthetic") })
+        // The first reads may come before the daemon had the display's first vblanks since this
+        // client followed it: not current, not yet measured. From the first measured read on,
+        // every one is both.
+        let measured = Array(reads.drop { $0.nextSequence == nil || !$0.flags.contains("current") })
+        #expect(measured.count >= 25, "\(reads.map(\.flags))")
+        #expect(measured.allSatisfy { $0.flags.contains("current") && abs($0.periodNs - 1e9 / 60) < 1 }, "\(measured.map(\.flags)) \(measured.map(\.periodNs))")
         Self.expectOnTheGrid(reads, periodNs: 1e9 / 60)
         // 30 reads 20 ms apart span about 36 vblanks: the record moved with them.
         #expect(reads.last!.lastSequence > reads.first!.lastSequence, "the record's last vblank did not move")
         let summary = try #require(result.stdout.split(separator: "\n").last.flatMap {
             try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
         })
-        #expect(summary["summary"] as? Bool == true && summary["reads"] as? Int == 30 && summary["current"] as? Int == 30, "\(summary)")
+        #expect(summary["summary"] as? Bool == true && summary["reads"] as? Int == 30, "\(summary)")
+        #expect(summary["current"] as? Int == reads.filter { $0.flags.contains("current") }.count, "\(summary)")
     }
 
     /// Sparse sampling with a page-only client alone: once warm its display is model-timed, the
