@@ -7,7 +7,7 @@ public struct VsyncProbeCommand: AsyncParsableCommand {
         commandName: "vsync-probe",
         abstract: "Inspect DRM displays and measure their real vblank timing.",
         version: VsyncVersion.string,
-        subcommands: [ListCommand.self, MeasureCommand.self, FollowCommand.self, RecordCommand.self]
+        subcommands: [ListCommand.self, MeasureCommand.self, FollowCommand.self, PageCommand.self, RecordCommand.self]
     )
 
     public init() {}

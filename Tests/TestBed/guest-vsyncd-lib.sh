@@ -77,6 +77,15 @@ follow() {
   CLIENTS="${CLIENTS:-} $name"
 }
 
+# page NAME ARGS...: a `vsync-probe page --json` client (page-only: reads the timing page, no
+# ticks) in the background.
+page() {
+  name=$1; shift
+  "$VSYNC_BIN/vsync-probe" page --socket "$VSYNCD_SOCK" --json "$@" >"/tmp/c.$name.out" 2>"/tmp/c.$name.err" &
+  eval "PID_$name=$!"
+  CLIENTS="${CLIENTS:-} $name"
+}
+
 # raw NAME FPS [--never-read]: Tests/TestBed/guest-vsyncd-client.py (prints display events too).
 raw() {
   name=$1; shift

@@ -136,20 +136,90 @@ struct ModelTimedTicksVMTests {
         #expect(warm.count >= 100, "\(warm.count) model-timed ticks before the mode set: sparse sampling never began")
         #expect(after.count >= 50, "\(after.count) model-timed ticks after the last event: sparse sampling did not come back")
 
-        var dead: [(seq: UInt64, offNs: Int64)] = []
-        for t in ticks {
+        let dead = Self.deadGridTicks(ticks, kernel: kernel, truth: truth)
+        #expect(dead.isEmpty, "ticks off the kernel's vblanks: \(dead.prefix(8)); the record's progressions: \(truth.segments.map { "\($0.firstSequence)…\($0.lastSequence) at \(Int($0.periodNs)) ns" })")
+        try FramePacingVMTests.checkGenerations(out, "p", changeBefore: first.lastSequence)
+    }
+
+    /// Each tick is the kernel's vblank of its sequence (the recorder holds the interrupt on, so
+    /// its record is the truth) or, in the record's holes, on the progression that follows them:
+    /// those that are not, with how far off they are.
+    static func deadGridTicks(_ ticks: [FramePacingVMTests.PacedTick], kernel: KernelRecord, truth: VBlankTruth) -> [(seq: UInt64, offNs: Int64)] {
+        ticks.compactMap { t in
             let expected: Double
             if let real = kernel.timestamps[t.seq] {
                 expected = Double(real)
             } else if let next = truth.segments.first(where: { $0.lastSequence >= t.seq }) {
                 expected = Double(next.fit.predictedTimestamp(forSequence: t.seq))
             } else {
-                continue
+                return nil
             }
             let off = Int64(Double(t.timestampNs) - expected)
-            if abs(off) > Self.maxErrorNs { dead.append((t.seq, off)) }
+            return abs(off) > Self.maxErrorNs ? (t.seq, off) : nil
         }
+    }
+
+    static func eventGenerations(_ out: VsyncdGuestOutput, _ name: String) -> [Int] {
+        out.all(name).filter { $0.hasPrefix("{\"event\"") && !$0.contains("\"added\"") }.compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["generation"] as? Int
+        }
+    }
+
+    /// Sparse sampling across a suspend-like gap (vsyncd stopped 3 s with SIGSTOP and continued:
+    /// the display runs on, so nothing changed and no generation may come of it) and a hotplug
+    /// (a configfs connector unplugged and plugged again with no master: the kernel's fbdev
+    /// client turns its CRTC off and relights it): one generation each for the off and the
+    /// relight, no tick between them, and no tick on a dead grid; model-timed ticks before, between and
+    /// after.
+    @Test func aStopAndAHotplugDuringSparseSamplingLeaveNoTickOnADeadGrid() async throws {
+        var script = try HotplugVMTests.script()
+        script.layoutUp(HotplugVMTests.layout)
+        script.shell("vsyncd_start --vblank-sampling sparse")
+        try script.recordKernelOnLayout("k", only: ["dock.1"])
+        script.shell("follow p --display \"$CONN_dock_1\"; wait_line p modelTimed; sleep 3")
+        script.shell("mark stop; kill -STOP $VSYNCD; sleep 3; kill -CONT $VSYNCD; mark cont")
+        // Two seconds of frames at 75 Hz after the stop: bursts and model-timed ticks again.
+        script.shell("n=$(wc -l </tmp/c.p.out); wait_ticks p $((n + 150)); mark unplug")
+        script.layout("unplug dock.1")
+        script.shell("wait_connector \"$CONN_dock_1\" disabled; sleep 2; mark plug")
+        script.layout("plug dock.1")
+        // Until the relit display is model-timed again (a follower that never resumes ends the
+        // wait after 30 s with an error line): four seconds of frames.
+        script.shell("wait_connector \"$CONN_dock_1\" enabled; n=$(wc -l </tmp/c.p.out); wait_ticks p $((n + 300)); mark end")
+        script.shell("stop p; stop k; vsyncd_stop; dump")
+        let out = try await script.run(timeout: 400)
+        #expect(out.result.status == 0 && out.errors.isEmpty && out.status("vsyncd") == 0, "\(out)")
+        let stop = try #require(out.mark("stop")), cont = try #require(out.mark("cont"))
+        let unplug = try #require(out.mark("unplug")), plug = try #require(out.mark("plug"))
+
+        let kernel = try HotplugVMTests.record(out, "dock.1").kernel
+        let truth = VBlankTruth(kernel: kernel, clients: [])
+        let dark = try #require(kernel.gaps(longerThan: 1_000_000_000).first { $0.before.timestampNs < plug && $0.after.timestampNs > plug },
+                                "no dark spell across the plug step in the kernel's record: \(kernel.gaps(longerThan: 100_000_000).map { ($0.before, $0.after) })")
+        let ticks = FramePacingVMTests.ticks(out, "p")
+        let modelTimed = ticks.filter { $0.flags.contains("modelTimed") }
+        let before = modelTimed.filter { $0.timestampNs < stop }.count
+        let between = modelTimed.filter { $0.timestampNs > cont && $0.timestampNs < unplug }.count
+        let after = modelTimed.filter { $0.timestampNs > dark.after.timestampNs }.count
+        // The largest step in sequence between ticks around the stop: the vblanks it lasted.
+        let around = ticks.filter { $0.timestampNs &+ 2_000_000_000 > stop && $0.timestampNs < unplug }
+        let gap = zip(around, around.dropFirst()).map { Int($1.seq) - Int($0.seq) }.max() ?? 0
+        let events = HotplugVMTests.events(out, "p")
+        print("sparse sampling across a 3 s stop and an unplug/plug: \(ticks.count) ticks, model-timed \(before) before the stop, \(between) after it, \(after) after the replug; \(gap) vblanks between ticks across the stop; events \(events)")
+        #expect(before >= 50 && between >= 50 && after >= 50, "model-timed ticks: \(before) before the stop, \(between) after, \(after) after the replug")
+        #expect(gap >= 150, "\(gap) vblanks between ticks across a 3 s stop at 75 Hz")
+        // fbdev relights the CRTC in its own mode (60 Hz, not the layout's 75): `on` is then
+        // followed by `modeChanged`, the two sharing the relight's one generation (PROTOCOL.md § 5).
+        let told = events.filter { $0 != "added" }
+        #expect(told == ["off", "on"] || told == ["off", "on", "modeChanged"], "events: \(events)")
+        #expect(Set(Self.eventGenerations(out, "p")).count == 2, "events' generations: \(Self.eventGenerations(out, "p"))")
+        let off = try #require(HotplugVMTests.event(out, "p", "off")), on = try #require(HotplugVMTests.event(out, "p", "on"))
+        let inDark = out.all("p")[off.line..<on.line].filter { $0.hasPrefix("{\"seq\"") }
+        #expect(inDark.isEmpty, "ticks between off and on: \(inDark)")
+        let dead = Self.deadGridTicks(ticks, kernel: kernel, truth: truth)
         #expect(dead.isEmpty, "ticks off the kernel's vblanks: \(dead.prefix(8)); the record's progressions: \(truth.segments.map { "\($0.firstSequence)…\($0.lastSequence) at \(Int($0.periodNs)) ns" })")
-        try FramePacingVMTests.checkGenerations(out, "p", changeBefore: first.lastSequence)
+        // One generation each for off and on; none for the stop (every tick before the dark
+        // spell has the first generation).
+        try FramePacingVMTests.checkGenerations(out, "p", changeBefore: dark.before.sequence)
     }
 }
