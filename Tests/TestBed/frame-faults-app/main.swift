@@ -9,7 +9,7 @@
 //
 // It prints one line per event to stdout, in the order they happened (one lock for all):
 //   frame target=T seq=S gen=G period=NS vblank=NS start=NS   each callback, as it begins
-//   late target=T reason=NAME                           a late frame, with the monitor's reason
+//   late target=T reason=NAME at=NS                    a late frame, with the monitor's reason
 //   slept target=T                                      the frame that slept
 //   hang began context=C kind=K named=yes|no since=NS detected=NS reported=NS stack=…
 //                                                       the detector's report, while it hangs
@@ -96,7 +96,9 @@ struct FrameFaultsApp: ParsableCommand {
                 }
             },
             onReport: { _ in })
-        monitor.lateFrameHandler = { out.print("late target=\($0.targetSequence) reason=\($0.reason.name)") }
+        monitor.lateFrameHandler = {
+            out.print("late target=\($0.targetSequence) reason=\($0.reason.name) at=\(DisplayLink.currentTimeNanoseconds())")
+        }
         monitor.errorHandler = { out.print("error \($0)") }
         try monitor.recordTrace(to: trace)
         monitor.start(on: DispatchQueue(label: "drawing"))
