@@ -221,6 +221,21 @@ int vsync_hang_symbolize(const void *address, char *symbol, size_t symbol_capaci
     return found;
 }
 
+static int preload_object(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    (void)data;
+    // The main program's name is empty here, as in vsync_hang_symbolize. A name with no file
+    // (the vDSO's) is remembered as such.
+    load_module(info->dlpi_name[0] ? info->dlpi_name : "/proc/self/exe");
+    return 0;
+}
+
+void vsync_hang_preload_symbols(void) {
+    pthread_mutex_lock(&modules_lock);
+    dl_iterate_phdr(preload_object, NULL);
+    pthread_mutex_unlock(&modules_lock);
+}
+
 static int find_main(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
     *(uintptr_t *)data = info->dlpi_addr;
