@@ -20,6 +20,7 @@ import PackageDescription
 //   vsyncd           vsyncd's main.swift: options, logging, VsyncDaemon.
 //   framework-demo   example: DisplayLink's FrameWork rasterizing on the CPU (examples/).
 //   vkms-modeset     test bed helper (Tests/TestBed): exact custom modes on vkms in the VM. No product.
+//   frame-faults-app test bed helper (Tests/TestBed): an app injecting frame faults on signals, in the VM. No product.
 //   TestSupport      test-only helpers shared by the test targets (the seeded SplitMix64, /proc readings).
 //   CVsyncPageMaker  test-only C: a sealed memfd timing page as vsyncd makes it.
 //   VsyncCoreTests, VsyncClientCoreTests, DaemonTests, VsyncDRMTests, VMTests  the tests.
@@ -151,6 +152,13 @@ let package = Package(
             dependencies: ["VsyncDRM", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Tests/TestBed/vkms-modeset"
         ),
+        // Test bed helper: an app with a FrameMonitor, its trace and a hang detector that injects
+        // its own faults on signals, for the VM's frame-reason test. Not a product, like vkms-modeset.
+        .executableTarget(
+            name: "frame-faults-app",
+            dependencies: ["DisplayLink", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Tests/TestBed/frame-faults-app"
+        ),
         // Example: DisplayLink's FrameWork rasterizing on the CPU against a real vsyncd.
         .executableTarget(
             name: "framework-demo",
@@ -166,7 +174,7 @@ let package = Package(
         // The client core in-process over socketpairs, against a scripted server.
         .testTarget(name: "VsyncClientCoreTests", dependencies: ["VsyncClientCore", "VsyncCore", "CVsyncPageMaker", "TestSupport"]),
         .testTarget(name: "DaemonTests", dependencies: ["VsyncCore", "VsyncDaemon", "DisplayLink", "VsyncClientCore", "TestSupport"]),
-        .testTarget(name: "VMTests", dependencies: ["VsyncCore"]),
+        .testTarget(name: "VMTests", dependencies: ["VsyncCore", "TestSupport"]),
         // Pure parts of the DRM layer (names, encodings, messages); no device needed.
         .testTarget(name: "VsyncDRMTests", dependencies: ["VsyncDRM", "VsyncCore"]),
     ],

@@ -39,6 +39,9 @@ swift build --package-path Benchmarks
 # The packages' own tests (PackageTests) and the VM's systemd test install them.
 log "Debian packages (Scripts/package.sh: a static release build, then lintian)"
 "$here/package.sh" --out "$repo/out/deb"
+# FrameFaultsVMTests runs its app (a test bed helper, no product) from the release build too:
+# under TCG a debug build of the client library and its hang detector measures the build.
+swift build -c release --product frame-faults-app
 
 if [ $# -eq 0 ]; then
   log "short fuzz run of both protocol decoders (the full run: Scripts/fuzz.sh)"

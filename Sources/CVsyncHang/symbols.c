@@ -12,6 +12,7 @@
 #include <link.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -27,6 +28,12 @@ typedef struct {
     size_t count;
     const char *names;
     size_t names_size;
+    // The function symbols' indices sorted by address, and the largest function's size: a
+    // frame is looked up by binary search, not by a scan of the whole table, which in a slow
+    // guest took long enough for the hang to end before its report.
+    uint32_t *order;
+    size_t order_count;
+    ElfW(Xword) max_size;
 } module_symbols;
 
 static module_symbols modules[MAX_MODULES];
@@ -57,6 +64,34 @@ static int find_object(struct dl_phdr_info *info, size_t size, void *data) {
         }
     }
     return 0;
+}
+
+/// A function symbol with a name: the ones a frame can be named after.
+static int is_function(const module_symbols *m, const ElfW(Sym) *s) {
+    return ELF64_ST_TYPE(s->st_info) == STT_FUNC && s->st_value != 0 && s->st_name < m->names_size;
+}
+
+/// By address, then by place in the table (so the first of several aliases wins, as a scan would).
+static int by_address(const void *a, const void *b, void *symbols) {
+    const ElfW(Sym) *table = symbols;
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    if (table[x].st_value != table[y].st_value) return table[x].st_value < table[y].st_value ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+/// Sorts the module's function symbols by address (once, when it is loaded). Without memory
+/// for it the module is looked up by scanning, as before.
+static void index_module(module_symbols *m) {
+    size_t n = 0;
+    for (size_t i = 0; i < m->count && i <= UINT32_MAX; i++) n += is_function(m, &m->symbols[i]);
+    if (n == 0 || (m->order = malloc(n * sizeof *m->order)) == NULL) return;
+    for (size_t i = 0; i < m->count && i <= UINT32_MAX; i++) {
+        const ElfW(Sym) *s = &m->symbols[i];
+        if (!is_function(m, s)) continue;
+        m->order[m->order_count++] = (uint32_t)i;
+        if (s->st_size > m->max_size) m->max_size = s->st_size;
+    }
+    qsort_r(m->order, m->order_count, sizeof *m->order, by_address, (void *)m->symbols);
 }
 
 /// Maps `path` and finds its .symtab and the string table it names. A module without one
@@ -95,15 +130,40 @@ static module_symbols *load_module(const char *path) {
         m->count = s->sh_size / sizeof(ElfW(Sym));
         m->names = (const char *)(map + strings->sh_offset);
         m->names_size = strings->sh_size;
+        index_module(m);
         return m;
     }
     munmap((void *)map, size);
     return m;
 }
 
-/// The function symbol in `m` holding `offset` (an address less the load bias).
+/// The function symbol in `m` holding `offset` (an address less the load bias): a sized one
+/// that contains it, else the unsized one nearest below it.
 static const ElfW(Sym) *lookup(const module_symbols *m, uintptr_t offset) {
     const ElfW(Sym) *best = NULL;
+    if (m->order != NULL) {
+        // The first symbol above `offset`; then back from there. A sized symbol further below
+        // than the largest function's size cannot contain it.
+        size_t low = 0, high = m->order_count;
+        while (low < high) {
+            size_t mid = low + (high - low) / 2;
+            if (m->symbols[m->order[mid]].st_value <= offset) low = mid + 1; else high = mid;
+        }
+        const ElfW(Sym) *sized = NULL;
+        for (size_t i = low; i-- > 0;) {
+            const ElfW(Sym) *s = &m->symbols[m->order[i]];
+            if (sized != NULL && s->st_value != sized->st_value) return sized;  // past its aliases
+            int reach = offset - s->st_value < m->max_size;
+            if (s->st_size > 0) {
+                // Aliases at one address come in table order: the first of them wins.
+                if (reach && offset < s->st_value + s->st_size) sized = s;
+            } else if (best == NULL) {
+                best = s;
+            }
+            if (!reach && sized == NULL && best != NULL) break;
+        }
+        return sized != NULL ? sized : best;
+    }
     for (size_t i = 0; i < m->count; i++) {
         const ElfW(Sym) *s = &m->symbols[i];
         if (ELF64_ST_TYPE(s->st_info) != STT_FUNC || s->st_value == 0 || s->st_name >= m->names_size) continue;
@@ -159,6 +219,21 @@ int vsync_hang_symbolize(const void *address, char *symbol, size_t symbol_capaci
         found = 1;
     }
     return found;
+}
+
+static int preload_object(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    (void)data;
+    // The main program's name is empty here, as in vsync_hang_symbolize. A name with no file
+    // (the vDSO's) is remembered as such.
+    load_module(info->dlpi_name[0] ? info->dlpi_name : "/proc/self/exe");
+    return 0;
+}
+
+void vsync_hang_preload_symbols(void) {
+    pthread_mutex_lock(&modules_lock);
+    dl_iterate_phdr(preload_object, NULL);
+    pthread_mutex_unlock(&modules_lock);
 }
 
 static int find_main(struct dl_phdr_info *info, size_t size, void *data) {

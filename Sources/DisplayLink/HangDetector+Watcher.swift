@@ -1,4 +1,5 @@
 import Dispatch
+import CVsyncHang
 import Glibc
 import Synchronization
 
@@ -55,6 +56,10 @@ final class HangWatcher: Sendable {
     }
 
     func run() {
+        // Symbol tables read now, not during the first hang: in a slow guest reading them took
+        // long enough for a 300 ms hang to end before its report.
+        vsync_hang_preload_symbols()
+        _ = HangStack.demangle("")
         while true {
             _ = wakeup.wait(timeout: .now() + .nanoseconds(Int(intervalNs)))
             let watches = state.withLock { s -> [HangWatch]? in s.stopped ? nil : s.watches.values.map(\.watch) }
@@ -121,18 +126,16 @@ final class HangWatcher: Sendable {
         } else if thread == 0 {
             unavailable = "the context has not run yet, so its thread is not known"
         } else {
-            switch HangStack.capture(
-                thread: pthread_t(thread), threadID: w.threadID.load(ordering: .relaxed),
-                signal: signal, timeoutNs: captureTimeoutNs)
-            {
-            case .success(let s): stack = s
-            case .failure(let f): unavailable = f.description
-            }
             // A context that moved on before the signal came gave the stack of what it ran
             // next, not of the hang.
-            if stack != nil, self.stuck(w, now: MonotonicClock.nanoseconds())?.since != since {
-                stack = nil
-                unavailable = "the context moved on while its stack was being taken"
+            switch HangStack.capture(
+                thread: pthread_t(thread), threadID: w.threadID.load(ordering: .relaxed),
+                signal: signal, timeoutNs: captureTimeoutNs,
+                stillStuck: { self.stuck(w, now: MonotonicClock.nanoseconds())?.since == since })
+            {
+            case .success(let s)?: stack = s
+            case .failure(let f)?: unavailable = f.description
+            case nil: unavailable = "the context moved on while its stack was being taken"
             }
         }
         return HangDetector.Hang(

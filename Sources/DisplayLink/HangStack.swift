@@ -55,14 +55,20 @@ public struct HangStack: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// Signals `thread` and waits for its stack, then symbolizes it on the calling thread.
-    static func capture(thread: pthread_t, threadID: Int32, signal: Int32, timeoutNs: Int64) -> Result<HangStack, Failure> {
+    /// Signals `thread` and waits for its stack, then symbolizes it on the calling thread; nil
+    /// when `stillStuck`, asked as soon as the stack is in, says the thread had moved on (the
+    /// stack would be of what it ran next). Naming the frames may outlast a short hang: the
+    /// stack is still the hang's.
+    static func capture(
+        thread: pthread_t, threadID: Int32, signal: Int32, timeoutNs: Int64, stillStuck: () -> Bool
+    ) -> Result<HangStack, Failure>? {
         var addresses = [UnsafeMutableRawPointer?](repeating: nil, count: Int(VSYNC_HANG_MAX_FRAMES))
         let n = addresses.withUnsafeMutableBufferPointer {
             vsync_hang_capture(thread, signal, $0.baseAddress, Int32($0.count), timeoutNs)
         }
         switch n {
         case let n where n >= 0:
+            guard stillStuck() else { return nil }
             let frames = addresses.prefix(Int(n)).enumerated().map { i, a in
                 symbolize(UInt(bitPattern: a), isReturnAddress: i > 0)
             }

@@ -116,13 +116,6 @@ extension HangDetectorTests {
         print("demo trace, the hang's slice begin:\n" + hangBegin.map { $0.count > 240 ? $0.prefix(240) + "…" : $0 }.joined(separator: "\n"))
     }
 
-    /// protoc's arguments to decode a trace with Perfetto's definitions (Tests/Perfetto/protos).
-    static var perfettoDefinitions: [String] {
-        let protos = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Perfetto/protos")
-        return [
-            "--decode=perfetto.protos.Trace", "-I", protos.path,
-            protos.appendingPathComponent("frameworks_native_trace_packet.proto").path,
-        ]
-    }
+    /// protoc's arguments to decode a trace with Perfetto's definitions.
+    static var perfettoDefinitions: [String] { Protoc.perfettoTraceArguments }
 }

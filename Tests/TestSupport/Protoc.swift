@@ -33,6 +33,16 @@ public enum Protoc {
         return String(decoding: text, as: UTF8.self)
     }
 
+    /// protoc's arguments to decode a whole trace with Perfetto's definitions (Tests/Perfetto/protos).
+    public static var perfettoTraceArguments: [String] {
+        let protos = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Perfetto/protos")
+        return [
+            "--decode=perfetto.protos.Trace", "-I", protos.path,
+            protos.appendingPathComponent("frameworks_native_trace_packet.proto").path,
+        ]
+    }
+
     /// The top-level blocks opened by `opening` in protoc's text (`packet {` with the
     /// definitions, `1 {` raw), each as its inner lines.
     public static func packets(_ text: String, opening: String = "packet {") -> [[String]] {

@@ -48,6 +48,11 @@ int vsync_hang_capture(pthread_t thread, int signo, void **frames, int capacity,
 int vsync_hang_symbolize(const void *address, char *symbol, size_t symbol_capacity, uintptr_t *symbol_offset,
                          char *module, size_t module_capacity, uintptr_t *module_offset);
 
+/// Reads and indexes the symbol tables of every object loaded now, so that naming a hung
+/// stack later costs lookups only: a watcher calls it once before it watches (an object
+/// loaded later is read at its first lookup).
+void vsync_hang_preload_symbols(void);
+
 /// The address of a function defined in the main program's full symbol table, or NULL: how
 /// the Swift runtime's demangler is found when the runtime is linked in statically and so
 /// exports nothing.
