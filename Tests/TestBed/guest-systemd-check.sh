@@ -149,7 +149,7 @@ touch $io/go
 wait_until 60 test -e $io/ticks.status
 ticks=$(grep -c '^seq ' $io/ticks.out 2>/dev/null)
 [ "$(cat $io/ticks.status 2>/dev/null)" = 0 ] && [ "$ticks" = 3 ]
-check seat-acl-ticks $? "$seat in session $sid: $ticks tick(s), last: $(tail -n 1 $io/ticks.out 2>/dev/null)"
+check seat-acl-ticks $? "$seat in session $sid: $ticks tick(s), last: $(grep '^seq ' $io/ticks.out 2>/dev/null | tail -n 1)"
 loginctl terminate-session "${sid:-none}"
 ended() { ! loginctl show-session "$sid" >/dev/null 2>&1; }
 wait_until 30 ended
