@@ -4,8 +4,9 @@
 #
 # With the Swift toolchain hidden, it installs the packages with dpkg (their maintainer scripts
 # enable and start vsyncd.socket), connects two clients as an unprivileged member of group
-# video, changes the mode in the middle of a run of VSYNC_SECONDS, stops the daemon, then
-# denies it the device. Each check prints one line, `@@check NAME ok|FAIL DETAIL`; figures
+# video, changes the mode in the middle of a run of VSYNC_SECONDS, logs a user with no group in
+# on seat0 (autologin getty on tty1, logind, udevd) and follows ticks from its session, stops
+# the daemon, then denies it the device. Each check prints one line, `@@check NAME ok|FAIL DETAIL`; figures
 # print `@@figure NAME VALUE`; the test asserts on every line it expects.
 #
 # Environment: VSYNC_DEB_DIR (the .debs), VSYNC_HIDE (the toolchain's root, covered by a tmpfs),
@@ -18,6 +19,12 @@ check() { # NAME STATUS DETAIL...
   if [ "$status" -eq 0 ]; then echo "@@check $name ok $*"; else echo "@@check $name FAIL $*"; fi
 }
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
+# wait_until SECONDS COMMAND...: polls COMMAND until it succeeds, for SECONDS of guest time at
+# most (a count of sleeps would stretch with every fork on a loaded TCG host).
+wait_until() {
+  local end=$(($(cut -d. -f1 /proc/uptime) + $1)); shift
+  until "$@"; do [ "$(cut -d. -f1 /proc/uptime)" -lt "$end" ] || return 1; sleep 0.2; done
+}
 show() { systemctl show vsyncd.service -p "$1" --value; }
 # A tool from the debug build: it needs the toolchain, so it runs where the tmpfs is gone.
 with_toolchain() { unshare -m sh -c "umount '$hide' && exec \"\$@\"" sh "$@"; }
@@ -28,8 +35,11 @@ systemctl is-active --quiet systemd-journald.service; check journald $? "journal
 
 # A machine without Swift, from here on.
 mount -t tmpfs -o ro,mode=0755 none "$hide" && [ ! -e "$hide/usr/bin" ]; check toolchain-hidden $? "$hide covered"
-# What Debian's udev rules do: DRM nodes belong to group video, mode 0660 (no udevd here).
-chgrp video /dev/dri/card0 && chmod 0660 /dev/dri/card0
+# udevd (started with sysinit.target) gives DRM nodes group video, mode 0660, and the uaccess
+# tag logind's seat ACLs follow, once it has handled the boot's events.
+udevadm settle --timeout 60
+node="$(stat -c %a:%U:%G /dev/dri/card0) tags $(udevadm info -q property -p /sys/class/drm/card0 | sed -n 's/^TAGS=//p')"
+case "$node" in "660:root:video tags "*:uaccess:*) true ;; *) false ;; esac; check udev-card0 $? "/dev/dri/card0 $node"
 
 # man-db's trigger would re-index every manual page over 9p under TCG: minutes, for nothing here.
 rm -f /var/lib/man-db/auto-update
@@ -94,21 +104,69 @@ status=$?
 line=$(journalctl -u vsyncd.service -o cat --no-pager | grep -m 1 "client connected: .* app org.example.Sandboxed ")
 [ "$status" -eq 0 ] && [ -n "$line" ]; check flatpak-scope-app-id $? "${line:-exit $status, no line names the app: $(tail -n 1 /tmp/scoped.out)}"
 
-# Who may connect, while the daemon still runs. card0 is root:video 0660 with no ACL: a user in
-# no group, with no session, is refused with the daemon's line (the socket itself is 0666). The
-# ACL entry logind's uaccess gives the active seat's user lets it in; taking the entry away, as
-# the session's end does, refuses it.
-as_seat=(setpriv --reuid 61002 --regid 61002 --clear-groups --)
-refusal="uid 61002 may not use the display: it has no read-write access to /dev/dri/card0"
-out=$("${as_seat[@]}" /usr/bin/vsync-probe follow --frames 1 --timeout 30 2>&1)
-echo "$out" | grep -q "$refusal"; check no-session-refused $? "$(echo "$out" | tail -n 1)"
-setfacl -m u:61002:rw /dev/dri/card0
-out=$("${as_seat[@]}" /usr/bin/vsync-probe follow --frames 3 --timeout 30 2>&1)
-check seat-acl-ticks $? "$(echo "$out" | tail -n 1)"
-setfacl -x u:61002 /dev/dri/card0
-out=$("${as_seat[@]}" /usr/bin/vsync-probe follow --frames 1 --timeout 30 2>&1)
-echo "$out" | grep -q "$refusal"; check session-ended-refused $? "$(echo "$out" | tail -n 1)"
-line=$(journalctl -u vsyncd.service -o cat --no-pager | grep -m 1 "uid 61002 refused: vsyncd: $refusal")
+# Who may connect, while the daemon still runs, with a real login on the seat: logind and an
+# autologin getty on tty1 (VT 1, the foreground one), whose PAM session (pam_systemd) makes
+# vsync-seat (no group, not in video) the active session's user on seat0; logind then gives it
+# an ACL entry on the card (udev's uaccess tag) and takes it away when the session ends. A
+# second user with no session is refused with the daemon's line throughout (the socket is 0666).
+seat=vsync-seat io=/run/vsync-seat
+refusal() { echo "uid $1 may not use the display: it has no read-write access to /dev/dri/card0"; }
+acl_of() { getfacl -cp /dev/dri/card0 2>/dev/null | grep "^user:$1:"; }
+groupadd -K GID_MAX=65000 --gid 61002 "$seat"
+useradd -K UID_MAX=65000 --uid 61002 --gid 61002 --create-home --shell /bin/bash "$seat"
+mkdir -m 0700 "$io" && chown "$seat:" "$io"
+# The session's login shell: it says which session it is in, waits for the word to go, follows
+# three ticks from inside the session, then stays logged in until the session is terminated.
+cat > "/home/$seat/.bash_profile" <<PROFILE
+echo "\$XDG_SESSION_ID \$(cut -d: -f3 /proc/self/cgroup) groups \$(id -G)" > $io/session.tmp && mv $io/session.tmp $io/session
+end=\$((\$(cut -d. -f1 /proc/uptime) + 120))
+until [ -e $io/go ] || [ "\$(cut -d. -f1 /proc/uptime)" -ge "\$end" ]; do sleep 0.2; done
+/usr/bin/vsync-probe follow --frames 3 --timeout 30 > $io/ticks.out 2>&1
+echo \$? > $io/ticks.tmp && mv $io/ticks.tmp $io/ticks.status
+exec sleep infinity
+PROFILE
+# Only the one getty, logged in once: logind spawns none of its own (autovt), and this one
+# neither waits for an idle job queue (vm-run.service is a job until the end) nor restarts.
+# No per-user systemd: logind would hold the login until it is up, minutes under TCG, for
+# nothing the seat's ACL needs.
+systemctl mask --runtime --quiet user@.service
+mkdir -p /run/systemd/logind.conf.d /run/systemd/system/getty@tty1.service.d
+printf '[Login]\nNAutoVTs=0\nReserveVT=0\n' > /run/systemd/logind.conf.d/vm-run.conf
+printf '[Service]\nType=simple\nRestart=no\nExecStart=\nExecStart=-/sbin/agetty --autologin %s --noclear %%I linux\n' "$seat" \
+  > /run/systemd/system/getty@tty1.service.d/autologin.conf
+systemctl daemon-reload
+acl_before=$(acl_of "$seat")
+systemctl start systemd-logind.service
+check logind $? "systemd-logind $(systemctl is-active systemd-logind.service), dbus $(systemctl is-active dbus.service)"
+systemctl start getty@tty1.service
+wait_until 120 test -e $io/session
+read -r sid session_cgroup _ session_groups < <(cat $io/session 2>/dev/null)
+sess() { loginctl show-session "${sid:-none}" -p "$1" --value 2>&1; }
+active() { [ "$(sess State)" = active ]; }
+wait_until 30 active
+props="Name=$(sess Name) Seat=$(sess Seat) VTNr=$(sess VTNr) Type=$(sess Type) Active=$(sess Active) State=$(sess State)"
+[ "$props" = "Name=$seat Seat=seat0 VTNr=1 Type=tty Active=yes State=active" ] \
+  && [ "$session_cgroup" = "/user.slice/user-61002.slice/session-$sid.scope" ] && [ "$session_groups" = 61002 ]
+check seat-session-active $? "session ${sid:-none}: $props, shell in $session_cgroup, groups $session_groups; $(loginctl list-sessions --no-legend | tr -s ' ' | tr '\n' ';')"
+acl=$(acl_of "$seat")
+[ -z "$acl_before" ] && [ "$acl" = "user:$seat:rw-" ]; check seat-acl-by-logind $? "before the session: ${acl_before:-no entry}; in it: ${acl:-no entry}"
+as_other=(setpriv --reuid 61003 --regid 61003 --clear-groups --)
+out=$("${as_other[@]}" /usr/bin/vsync-probe follow --frames 1 --timeout 30 2>&1)
+echo "$out" | grep -q "$(refusal 61003)"; check no-session-refused $? "uid 61003: $(echo "$out" | tail -n 1)"
+touch $io/go
+wait_until 60 test -e $io/ticks.status
+ticks=$(grep -c '^seq ' $io/ticks.out 2>/dev/null)
+[ "$(cat $io/ticks.status 2>/dev/null)" = 0 ] && [ "$ticks" = 3 ]
+check seat-acl-ticks $? "$seat in session $sid: $ticks tick(s), last: $(grep '^seq ' $io/ticks.out 2>/dev/null | tail -n 1)"
+loginctl terminate-session "${sid:-none}"
+ended() { ! loginctl show-session "$sid" >/dev/null 2>&1; }
+wait_until 30 ended
+gone=$(loginctl show-session "$sid" -p State --value 2>&1)
+acl=$(acl_of "$seat")
+out=$(setpriv --reuid 61002 --regid 61002 --clear-groups -- /usr/bin/vsync-probe follow --frames 1 --timeout 30 2>&1)
+echo "$out" | grep -q "$(refusal 61002)" && [ -z "$acl" ]
+check session-ended-refused $? "session $sid: ${gone}; ACL: ${acl:-no entry}; $(echo "$out" | tail -n 1)"
+line=$(journalctl -u vsyncd.service -o cat --no-pager | grep -m 1 "uid 61003 refused: vsyncd: $(refusal 61003)")
 [ -n "$line" ]; check refusal-logged $? "$line"
 
 # WatchdogSec=10s: alive through the whole run means WATCHDOG=1 kept coming.

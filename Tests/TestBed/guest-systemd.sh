@@ -5,7 +5,9 @@
 # the one unit to start (systemd.unit=vm-run.service): systemd brings up sysinit.target
 # (journald, tmpfiles, the API file systems it finds already mounted), then runs the command
 # with its output on ttyS1/ttyS2 as usual, writes its status to the per-run share and powers the
-# guest off. Units that cannot work in the guest (gettys on its serial ports) are masked.
+# guest off. Units that cannot work in the guest (gettys on its serial ports) are masked. udevd
+# starts with sysinit.target as on any machine; the getty on tty1 and logind start only when the
+# command starts them (a login session on seat0, VT 1).
 
 # boot_systemd NEWROOT: moves PID 1 into NEWROOT (pivot_root) and execs systemd there.
 boot_systemd() {
@@ -33,11 +35,11 @@ for t in ttyS1 ttyS2; do timeout 5 stty -F /dev/$t raw 2>/dev/null; done
 sync
 busybox reboot -f
 SCRIPT
-  # Masked: gettys on the guest's serial ports; and what costs seconds under TCG for nothing
-  # here, or would harm: systemd-tmpfiles --remove empties /tmp, where the host's checkout
+  # Masked: gettys on the guest's serial ports (not getty@tty1: a command may log a user in on
+  # the seat through it); and what costs seconds under TCG for nothing here, or would harm: systemd-tmpfiles --remove empties /tmp, where the host's checkout
   # (and the .debs under test) may be.
   for unit in serial-getty@ttyS0.service serial-getty@ttyS1.service serial-getty@ttyS2.service \
-              getty@tty1.service console-getty.service systemd-firstboot.service \
+              console-getty.service systemd-firstboot.service \
               systemd-remount-fs.service systemd-tmpfiles-setup.service systemd-tmpfiles-clean.service \
               systemd-tmpfiles-clean.timer systemd-sysctl.service e2scrub_reap.service \
               systemd-update-utmp.service systemd-update-utmp-runlevel.service systemd-journal-flush.service \

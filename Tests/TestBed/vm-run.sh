@@ -33,7 +33,8 @@ options:
   --append ARGS     more kernel command line, e.g. vkms.create_default_dev=0 (no default
                     card0: only the cards Tests/TestBed/vkms-layout.sh makes)
   --systemd         boot systemd as PID 1 (on the same overlay) and run COMMAND as its unit
-                    vm-run.service: for testing units under real systemd
+                    vm-run.service: for testing units under real systemd; udevd runs, and
+                    logind and a getty on tty1 can be started (a login session on seat0)
   --host-tsc        give the guest the host's TSC rate (tsc_early_khz), so it has high-resolution
                     timers however busy the host is (else it calibrates, and on a busy host fails)
   --virtio-gpu      add qemu's virtio-gpu (a second real DRM driver: vblank from the kernel's
@@ -49,7 +50,7 @@ time, or the guest died without reporting a status (the console log's tail is pr
 EOF
 }
 
-timeout=300 smp=2 mem=1024 console="" envs=() extra_append="" devices=() host_tsc=0
+timeout=300 smp=2 mem=1024 console="" envs=() extra_append="" devices=() host_tsc=0 systemd_packages=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --timeout) timeout=${2:?--timeout needs SEC}; shift 2 ;;
@@ -58,7 +59,10 @@ while [ $# -gt 0 ]; do
     --console) console=${2:?--console needs FILE}; shift 2 ;;
     --env) envs+=("${2:?--env needs NAME=VALUE}"); shift 2 ;;
     --append) extra_append+=" ${2:?--append needs kernel arguments}"; shift 2 ;;
-    --systemd) extra_append+=" vsyncd.guest=systemd systemd.unit=vm-run.service"; shift ;;
+    --systemd) extra_append+=" vsyncd.guest=systemd systemd.unit=vm-run.service"
+               # What a machine with systemd has for a login on its seat: udevd (the card's
+               # group and uaccess tag), logind on the system bus, pam_systemd, setfacl/getfacl.
+               systemd_packages=(systemd udev dbus libpam-systemd login acl); shift ;;
     --host-tsc) host_tsc=1; shift ;;
     --virtio-gpu) devices+=(-device "virtio-gpu-pci,edid=on,xres=1280,yres=800"); shift ;;
     -h|--help) usage; exit 0 ;;
@@ -82,7 +86,7 @@ esac
 
 # Packages (ensure_packages dies with the apt command to run when not root). In a subshell so
 # that every failure of the test bed itself exits 125 with a "vm-run:" line.
-( ensure_packages qemu-system-x86 busybox-static >/dev/null ) \
+( ensure_packages qemu-system-x86 busybox-static "${systemd_packages[@]+"${systemd_packages[@]}"}" >/dev/null ) \
   || fail "the test bed's packages are missing and could not be installed (see above)"
 # VSYNCD_VM_KERNEL boots another bzImage (e.g. to compare kernels); else the test bed's own.
 if [ -n "${VSYNCD_VM_KERNEL:-}" ]; then

@@ -6,17 +6,23 @@ import Testing
 /// first client starts the daemon as a dynamic user in group video that reaches /dev/dri/card0
 /// through DeviceAllow, ticks flow for a minute through a mode change with the system-call
 /// filter killing nothing, the watchdog fed and the unit's real-time policy in force, the daemon
-/// stops cleanly, a user with no group is refused unless the card's ACL (logind's uaccess) grants
-/// it, and denied the device the daemon fails with its one line in the journal.
+/// stops cleanly, and denied the device the daemon fails with its one line in the journal. Who may
+/// connect is judged on a real login: udevd tags the card for uaccess, an autologin getty on tty1
+/// opens a session through PAM (pam_systemd) that logind makes the active one on seat0, logind
+/// gives its user (in no group) an ACL entry on the card, and that user follows ticks from inside
+/// the session; a second user with no session is refused with the daemon's line, and so is the
+/// first once logind has ended its session and taken the entry away. A client in a systemd
+/// scope named as Flatpak names its apps' is named by its app id in the daemon's log.
 /// Tests/TestBed/guest-systemd-check.sh does the steps.
 @Suite(.serialized)
 struct SystemdVMTests {
     static let checks = [
-        "pid1-is-systemd", "journald", "toolchain-hidden", "dpkg-install", "socket-enabled",
+        "pid1-is-systemd", "journald", "toolchain-hidden", "udev-card0", "dpkg-install", "socket-enabled",
         "socket-listening", "socket-mode", "no-daemon-before-a-client", "socket-activation",
         "ready-and-status", "dynamic-user", "group-video", "realtime-rr-1", "device-open", "mode-change",
         "watchdog-kept-alive", "journal-has-the-daemon", "no-sigsys", "clean-stop",
-        "flatpak-scope-app-id", "no-session-refused", "seat-acl-ticks", "session-ended-refused", "refusal-logged",
+        "flatpak-scope-app-id", "logind", "seat-session-active", "seat-acl-by-logind", "no-session-refused",
+        "seat-acl-ticks", "session-ended-refused", "refusal-logged",
         "denied-device-one-line", "denied-device-not-active", "security-exposure",
     ]
     static let seconds = 60
@@ -29,8 +35,9 @@ struct SystemdVMTests {
         }
         let modeset = try GuestVM.productPath("vkms-modeset")
         let script = GuestVM.repositoryRoot.appendingPathComponent("Tests/TestBed/guest-systemd-check.sh").path
+        // The minute of ticks, dpkg, and a login on the seat (udevd, dbus, logind, PAM) under TCG.
         let result = try await GuestVM.run(
-            [script], timeout: 420,
+            [script], timeout: 600,
             env: ["VSYNC_DEB_DIR": debs, "VSYNC_HIDE": try Self.toolchainRoot(),
                   "VSYNC_BIN": URL(fileURLWithPath: modeset).deletingLastPathComponent().path,
                   "VSYNC_SECONDS": String(Self.seconds)],
