@@ -1,5 +1,5 @@
-import Dispatch
 import CVsyncHang
+import Dispatch
 import Glibc
 import Synchronization
 
