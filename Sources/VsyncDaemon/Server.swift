@@ -96,7 +96,9 @@ final class Server {
     /// question of whether vsyncd.service's real-time policy reached the daemon.
     static func schedulingText() -> String {
         var param = sched_param()
-        let policy = sched_getscheduler(0)
+        // The unit's CPUSchedulingResetOnFork= comes back as a flag in the policy's high bit.
+        let resetOnFork: Int32 = 0x4000_0000
+        let policy = sched_getscheduler(0) & ~resetOnFork
         _ = sched_getparam(0, &param)
         switch policy {
         case SCHED_RR: return "scheduled SCHED_RR \(param.sched_priority)"

@@ -76,11 +76,13 @@ uid=$(awk '/^Uid:/ {print $2}' /proc/"$pid"/status)
 [ "$uid" -ge 61184 ] && [ "$uid" -le 65519 ]; check dynamic-user $? "uid $uid ($(show User))"
 groups=" $(awk '/^Groups:/ {$1=""; print}' /proc/"$pid"/status) "
 case "$groups" in *" $video "*) true ;; *) false ;; esac; check group-video $? "groups:$groups"
-# CPUSchedulingPolicy=rr, CPUSchedulingPriority=1 and LimitRTTIME=500ms, applied with
+# CPUSchedulingPolicy=rr, CPUSchedulingPriority=1 and LimitRTTIME=2s, applied with
 # RestrictRealtime=yes in force (field 41 of stat is the policy, 2 = SCHED_RR; 40 the priority).
 sched=$(awk '{print $41 ":" $40}' /proc/"$pid"/stat)
 rttime=$(awk '/^Max realtime timeout/ {print $4 ":" $5}' /proc/"$pid"/limits)
-[ "$sched" = 2:1 ] && [ "$rttime" = 500000:500000 ]; check realtime-rr-1 $? "policy:rt_priority $sched, RLIMIT_RTTIME soft:hard $rttime us"
+ready=$(journalctl -u vsyncd.service -o cat --no-pager | grep -m 1 -o "vsyncd ready .*")
+[ "$sched" = 2:1 ] && [ "$rttime" = 2000000:2000000 ] && echo "$ready" | grep -q "scheduled SCHED_RR 1$"
+check realtime-rr-1 $? "policy:rt_priority $sched, RLIMIT_RTTIME soft:hard $rttime us; $ready"
 fds=$(find /proc/"$pid"/fd -lname /dev/dri/card0 2>/dev/null | wc -l)
 [ "$fds" -ge 1 ]; check device-open $? "/dev/dri/card0 open $fds time(s)"
 
@@ -170,10 +172,12 @@ line=$(journalctl -u vsyncd.service -o cat --no-pager | grep -m 1 "uid 61003 ref
 [ -n "$line" ]; check refusal-logged $? "$line"
 
 # WatchdogSec=10s: alive through the whole run means WATCHDOG=1 kept coming.
-[ "$(show MainPID)" = "$pid" ] && [ "$(show NRestarts)" = 0 ]; check watchdog-kept-alive $? "MainPID $(show MainPID) (was $pid), NRestarts $(show NRestarts), WatchdogUSec $(show WatchdogUSec)"
+# A restart says why in systemd's own lines about the unit.
+exits=$(journalctl -u vsyncd.service -o short-monotonic --no-pager | grep -E "Main process exited|[Ww]atchdog|Failed with|Scheduled restart|^.{16}[^:]*: vsyncd: " | head -n 6 | tr '\n' ' ')
+[ "$(show MainPID)" = "$pid" ] && [ "$(show NRestarts)" = 0 ]; check watchdog-kept-alive $? "MainPID $(show MainPID) (was $pid), NRestarts $(show NRestarts), WatchdogUSec $(show WatchdogUSec)${exits:+; $exits}"
 journalctl -u vsyncd.service -o cat --no-pager >/tmp/journal.txt 2>&1
 grep -q "display 1 added" /tmp/journal.txt; check journal-has-the-daemon $? "$(head -n 1 /tmp/journal.txt)"
-killed=$(journalctl -o cat --no-pager 2>&1 | grep -E "SIGSYS|status=31/SYS|code=killed" | head -n 3 | tr '\n' ' ')
+killed=$(journalctl -o cat --no-pager 2>&1 | grep -E "SIGSYS|status=31/SYS|code=killed|code=dumped|RT Watchdog" | head -n 3 | tr '\n' ' ')
 [ -z "$killed" ]; check no-sigsys $? "${killed:-nothing killed}"
 
 systemctl stop vsyncd.service
