@@ -92,6 +92,11 @@ static void index_module(module_symbols *m) {
         if (s->st_size > m->max_size) m->max_size = s->st_size;
     }
     qsort_r(m->order, m->order_count, sizeof *m->order, by_address, (void *)m->symbols);
+    // The names are read only when a frame is named, during a hang: fault their pages in now,
+    // or each name costs a read of the file (slow over a network or 9p file system).
+    volatile char sink = 0;
+    for (size_t offset = 0; offset < m->names_size; offset += 4096) sink ^= m->names[offset];
+    (void)sink;
 }
 
 /// Maps `path` and finds its .symtab and the string table it names. A module without one

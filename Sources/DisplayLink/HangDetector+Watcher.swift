@@ -59,7 +59,8 @@ final class HangWatcher: Sendable {
         // Symbol tables read now, not during the first hang: in a slow guest reading them took
         // long enough for a 300 ms hang to end before its report.
         vsync_hang_preload_symbols()
-        _ = HangStack.demangle("")
+        // A real name, so that the demangler's own code is paged in before a hang needs it.
+        _ = HangStack.demangle("$s11DisplayLink11HangWatcherC3runyyF")
         while true {
             _ = wakeup.wait(timeout: .now() + .nanoseconds(Int(intervalNs)))
             let watches = state.withLock { s -> [HangWatch]? in s.stopped ? nil : s.watches.values.map(\.watch) }

@@ -62,6 +62,7 @@ struct SandboxedClientTests {
 
         // vsyncd names the client by its app id, read from the sandbox's root.
         #expect(daemon.log.contains("uid \(Self.appUser) app \(Self.appID)"), "\(daemon.log)")
+        for line in daemon.log.split(separator: "\n") where line.contains("app \(Self.appID)") { print("sandboxed: \(line)") }
     }
 
     @Test(.enabled(if: canRun || inCI, "needs root, setpriv and bubblewrap (Debian bubblewrap)"), .timeLimit(.minutes(1)))
