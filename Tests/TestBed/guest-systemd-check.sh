@@ -30,6 +30,8 @@ show() { systemctl show vsyncd.service -p "$1" --value; }
 with_toolchain() { unshare -m sh -c "umount '$hide' && exec \"\$@\"" sh "$@"; }
 
 echo "@@figure systemd_up_s $(uptime_s)"
+# The kernel names a process its RT watchdog (LimitRTTIME) kills only with this on.
+sysctl -q kernel.print-fatal-signals=1
 [ "$(cat /proc/1/comm)" = systemd ]; check pid1-is-systemd $? "PID 1 is $(cat /proc/1/comm)"
 systemctl is-active --quiet systemd-journald.service; check journald $? "journald $(systemctl is-active systemd-journald.service)"
 
@@ -172,8 +174,8 @@ line=$(journalctl -u vsyncd.service -o cat --no-pager | grep -m 1 "uid 61003 ref
 [ -n "$line" ]; check refusal-logged $? "$line"
 
 # WatchdogSec=10s: alive through the whole run means WATCHDOG=1 kept coming.
-# A restart says why in systemd's own lines about the unit.
-exits=$(journalctl -u vsyncd.service -o short-monotonic --no-pager | grep -E "Main process exited|[Ww]atchdog|Failed with|Scheduled restart|^.{16}[^:]*: vsyncd: " | head -n 6 | tr '\n' ' ')
+# A restart says why: the daemon's own line, systemd's about the unit, or the kernel's RT watchdog.
+exits=$(journalctl -o short-monotonic --no-pager | grep -E "vsyncd.service: (Main process exited|Watchdog|Failed with)|RT Watchdog Timeout|vsyncd\[[0-9]+\]: vsyncd: " | head -n 6 | tr '\n' ' ')
 [ "$(show MainPID)" = "$pid" ] && [ "$(show NRestarts)" = 0 ]; check watchdog-kept-alive $? "MainPID $(show MainPID) (was $pid), NRestarts $(show NRestarts), WatchdogUSec $(show WatchdogUSec)${exits:+; $exits}"
 journalctl -u vsyncd.service -o cat --no-pager >/tmp/journal.txt 2>&1
 grep -q "display 1 added" /tmp/journal.txt; check journal-has-the-daemon $? "$(head -n 1 /tmp/journal.txt)"
