@@ -23,6 +23,7 @@ for mode in continuous sparse; do
     "$bin/vsyncd" --source timer:60 --socket "$sock" --vblank-sampling "$mode" --log-level warning 2>"$dir/vsyncd.err" &
     daemon=$!
     for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
+    [ -S "$sock" ] || { echo "follow-wakeups: vsyncd did not listen within 10 s: $(tail -n 1 "$dir/vsyncd.err")" >&2; exit 1; }
     if [ "$kind" = page ]; then
       "$bin/vsync-probe" page --socket "$sock" --interval 1000 >/dev/null 2>&1 &
     else
