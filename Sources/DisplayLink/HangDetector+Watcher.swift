@@ -59,8 +59,16 @@ final class HangWatcher: Sendable {
         // Symbol tables read now, not during the first hang: in a slow guest reading them took
         // long enough for a 300 ms hang to end before its report.
         vsync_hang_preload_symbols()
-        // A real name, so that the demangler's own code is paged in before a hang needs it.
-        _ = HangStack.demangle("$s11DisplayLink11HangWatcherC3runyyF")
+        // A rehearsal: this thread's own stack, taken by the same signal and named. Otherwise
+        // the first hang's report is the first run of the unwinder, the symbol lookup and the
+        // demangler, which in a slow guest (code paged in and translated on first use) took
+        // much of the time a 300 ms hang leaves for its report.
+        _ = vsync_hang_prepare_thread(signal)
+        if case .success(let own)? = HangStack.capture(
+            thread: pthread_self(), threadID: 0, signal: signal, timeoutNs: captureTimeoutNs, stillStuck: { true })
+        {
+            _ = own.description
+        }
         while true {
             _ = wakeup.wait(timeout: .now() + .nanoseconds(Int(intervalNs)))
             let watches = state.withLock { s -> [HangWatch]? in s.stopped ? nil : s.watches.values.map(\.watch) }
@@ -71,11 +79,17 @@ final class HangWatcher: Sendable {
 
     /// Where a context is stuck, if it is past the threshold.
     private func stuck(_ w: HangWatch, now: UInt64) -> (since: UInt64, kind: HangDetector.Hang.Kind)? {
-        let entered = w.entered.load(ordering: .acquiring)
-        let left = w.left.load(ordering: .acquiring)
-        let pending = w.pending.load(ordering: .relaxed)
-        let inside = entered != 0 && entered > left
-        if inside { return now &- entered >= thresholdNs ? (entered, .running) : nil }
+        Self.stuck(
+            entered: w.entered.load(ordering: .acquiring), left: w.left.load(ordering: .acquiring),
+            pending: w.pending.load(ordering: .relaxed), now: now, thresholdNs: thresholdNs)
+    }
+
+    /// The same, from a heartbeat's stamps. A stamp newer than `now` is a delivery that began
+    /// after the watcher read the clock (it was preempted in between): not a hang.
+    static func stuck(entered: UInt64, left: UInt64, pending: UInt64, now: UInt64, thresholdNs: UInt64)
+        -> (since: UInt64, kind: HangDetector.Hang.Kind)?
+    {
+        if entered != 0 && entered > left { return now > entered && now - entered >= thresholdNs ? (entered, .running) : nil }
         if pending != 0, now > pending, now - pending >= thresholdNs { return (pending, .waiting) }
         return nil
     }

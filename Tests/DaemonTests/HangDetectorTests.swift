@@ -202,6 +202,21 @@ struct HangDetectorTests {
         #expect(began.count == 1 && began.first?.sinceNanoseconds == entered.withLock { $0 })
     }
 
+    /// The watcher reads the clock, then the stamps: a delivery that began in between has a
+    /// stamp newer than the watcher's `now`, which must not read as a hang of (almost) 2^64 ns.
+    @Test func aDeliveryNewerThanTheWatchersClockIsNotAHang() {
+        let threshold: UInt64 = 50_000_000
+        let now: UInt64 = 10_000_000_000
+        #expect(HangWatcher.stuck(entered: now + 1_000, left: now - 5, pending: 0, now: now, thresholdNs: threshold) == nil)
+        #expect(HangWatcher.stuck(entered: 0, left: 0, pending: now + 1_000, now: now, thresholdNs: threshold) == nil)
+        // And the ones that are: in one delivery, or owed one, past the threshold.
+        let running = HangWatcher.stuck(entered: now - threshold, left: now - threshold - 5, pending: 0, now: now, thresholdNs: threshold)
+        #expect(running?.since == now - threshold && running?.kind == .running)
+        let waiting = HangWatcher.stuck(entered: 7, left: 9, pending: now - threshold - 1, now: now, thresholdNs: threshold)
+        #expect(waiting?.since == now - threshold - 1 && waiting?.kind == .waiting)
+        #expect(HangWatcher.stuck(entered: now - threshold + 1, left: 0, pending: 0, now: now, thresholdNs: threshold) == nil)
+    }
+
     @Test func defaultsAreTwoHundredFiftyMillisecondsCheckedEveryFifty() {
         let c = HangDetector.Configuration()
         #expect(c.threshold == 0.25 && c.checkInterval == 0.05 && c.signal == nil)
