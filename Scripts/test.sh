@@ -17,7 +17,8 @@ cd "$repo"
 ensure_packages pkg-config libdrm-dev libdrm-tests qemu-system-x86 systemd g++ binutils util-linux \
   gpgv debian-archive-keyring bc flex bison libelf-dev libssl-dev xz-utils make gcc \
   debhelper dpkg-dev lintian groff-base acl bubblewrap protobuf-compiler \
-  libglib2.0-dev qt6-base-dev qt6-declarative-dev qml6-module-qtquick
+  libglib2.0-dev qt6-base-dev qt6-declarative-dev qml6-module-qtquick qml6-module-qtqml \
+  qml6-module-qtqml-workerscript
 command -v swift >/dev/null || die "swift not found: install Swift 6.1 or newer (https://swift.org/install) and put it on PATH"
 
 # Every part runs even if one before it failed; the script fails if any did.

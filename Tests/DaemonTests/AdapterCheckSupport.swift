@@ -14,7 +14,8 @@ enum AdapterCheck {
         let result = try Command.run(["pkg-config", "--cflags", "--libs"] + modules)
         try #require(result.status == 0, """
             pkg-config \(modules.joined(separator: " ")) failed: \(result.output)install libglib2.0-dev, \
-            qt6-base-dev, qt6-declarative-dev and qml6-module-qtquick (Scripts/test.sh does)
+            qt6-base-dev, qt6-declarative-dev and the QML modules qml6-module-qtquick, qml6-module-qtqml and \
+            qml6-module-qtqml-workerscript (Scripts/test.sh does)
             """)
         return result.output.split(whereSeparator: \.isWhitespace).map(String.init)
     }
