@@ -40,7 +40,7 @@ done
 for _ in $(seq 3000); do [ "$(wc -l <"$dir/ready")" -ge "$n" ] && break; sleep 0.1; done
 ready=$(wc -l <"$dir/ready")
 [ "$ready" -ge "$n" ] || echo "tick-callgrind: only $ready of $n clients subscribed after 300 s: counting with those" >&2
-callgrind_control --instr=on "$vpid" >/dev/null
+callgrind_control --instr=on "$vpid" >/dev/null 2>&1
 sleep "$secs"
 kill -INT $vpid; wait $vpid
 for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null
