@@ -10,9 +10,9 @@
 # print `@@figure NAME VALUE`; the test asserts on every line it expects.
 #
 # Environment: VSYNC_DEB_DIR (the .debs), VSYNC_HIDE (the toolchain's root, covered by a tmpfs),
-# VSYNC_BIN (the debug products, for vkms-modeset), VSYNC_SECONDS (default 60).
+# VSYNC_BIN (the debug products, for vkms-modeset), VSYNC_SECONDS (default 30).
 set -u
-deb=${VSYNC_DEB_DIR:?} hide=${VSYNC_HIDE:?} bin=${VSYNC_BIN:?} seconds=${VSYNC_SECONDS:-60}
+deb=${VSYNC_DEB_DIR:?} hide=${VSYNC_HIDE:?} bin=${VSYNC_BIN:?} seconds=${VSYNC_SECONDS:-30}
 
 check() { # NAME STATUS DETAIL...
   local name=$1 status=$2; shift 2
