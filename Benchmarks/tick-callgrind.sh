@@ -29,6 +29,7 @@ valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$dir/cg.out" 
   --max-clients-per-user $((n + 8)) --max-subscriptions-per-user $((2 * n + 8)) >"$dir/vsyncd.log" 2>&1 &
 vpid=$!
 for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.1; done
+[ -S "$sock" ] || { echo "tick-callgrind: vsyncd did not listen within 20 s under valgrind: $(tail -n 1 "$dir/vsyncd.log")" >&2; exit 1; }
 pids=()
 : >"$dir/ready"
 for i in $(seq 0 $((n - 1))); do
